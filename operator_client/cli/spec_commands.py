@@ -1,0 +1,139 @@
+"""Offline commands: render, validate, schema. Nothing here touches a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from ..kubeflow.webhook import webhook_errors
+from ..render import render as render_job
+from ..render import to_json, to_yaml, to_yaml_stream
+from ..spec import LoadedJob, SpecError, SpecIssue, load_job, load_job_text
+from ..spec.schema import job_schema
+from . import console
+
+
+def load_all(files: list[str]) -> tuple[list[LoadedJob], list[SpecIssue]]:
+    """Load every file; returns the jobs that loaded and the errors of those that did not."""
+    jobs, errors = [], []
+    for name in files:
+        try:
+            jobs.append(
+                load_job_text(sys.stdin.read(), "<stdin>") if name == "-" else load_job(name)
+            )
+        except SpecError as exc:
+            errors.extend(exc.issues)
+    seen: dict[tuple[str, str], str] = {}
+    for loaded in jobs:
+        key = (loaded.job.metadata.namespace, loaded.job.metadata.name)
+        if key in seen:
+            errors.append(
+                SpecIssue(
+                    loaded.source,
+                    0,
+                    0,
+                    "metadata.name",
+                    f"job {key[0]}/{key[1]} is also defined in {seen[key]}",
+                )
+            )
+        seen.setdefault(key, loaded.source)
+    return jobs, errors
+
+
+def render(args: argparse.Namespace) -> int:
+    """`kctl-train render`: print or write the PyTorchJob of each job file."""
+    jobs, errors = load_all(args.files)
+    console.report([w for j in jobs for w in j.warnings])
+    if errors:
+        raise SpecError(errors)
+    manifests = [render_job(j.job) for j in jobs]
+    for loaded, manifest in zip(jobs, manifests):
+        problems = webhook_errors(manifest)
+        if problems:  # a renderer bug, never the user's: say so plainly
+            console.error(
+                f"{loaded.source}: internal error, the operator would reject the "
+                f"rendered job: {'; '.join(problems)}"
+            )
+            return 1
+    text = to_json if args.output == "json" else to_yaml
+    if args.output_dir:
+        return _write_dir(Path(args.output_dir), manifests, args.output)
+    if args.output == "json" and len(manifests) > 1:
+        sys.stdout.write(to_json({"apiVersion": "v1", "kind": "List", "items": manifests}))
+    elif args.output == "json":
+        sys.stdout.write(text(manifests[0]))
+    else:
+        sys.stdout.write(to_yaml_stream(manifests))
+    return 0
+
+
+def _write_dir(directory: Path, manifests: list[dict[str, object]], fmt: str) -> int:
+    dump = to_json if fmt == "json" else to_yaml
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for manifest in manifests:
+            meta = manifest["metadata"]
+            assert isinstance(meta, dict)
+            target = directory / f"{meta['name']}.{fmt}"
+            # Write beside the target, then rename: a reader never sees half a manifest.
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(dump(manifest))
+            os.replace(tmp, target)
+            print(f"pytorchjob/{meta['name']} written to {target}")
+    except OSError as exc:
+        console.error(f"cannot write to {directory}: {exc.strerror or exc}")
+        return 1
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    """`kctl-train validate`: every problem of every file, in text or JSON."""
+    jobs, errors = load_all(args.files)
+    warnings = [w for j in jobs for w in j.warnings]
+    if args.output == "json":
+        report = {
+            "valid": not errors,
+            "jobs": [
+                {
+                    "file": j.source,
+                    "name": j.job.metadata.name,
+                    "namespace": j.job.metadata.namespace,
+                }
+                for j in jobs
+            ],
+            "issues": [
+                asdict(i)
+                for i in sorted(errors + warnings, key=lambda i: (i.source, i.line, i.column))
+            ],
+        }
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return 2 if errors else 0
+    console.report(warnings)
+    if errors:
+        raise SpecError(errors)
+    for loaded in jobs:
+        job = loaded.job
+        nodes = (
+            f"{job.min_nodes}-{job.max_nodes} nodes (elastic)"
+            if job.elastic
+            else f"{job.max_nodes} node{'s' if job.max_nodes > 1 else ''}"
+        )
+        gpus = job.spec.resources.gpus
+        hardware = f"{gpus} x {job.spec.resources.gpu_resource}" if gpus else "CPU"
+        print(
+            f"{loaded.source}: valid: {job.metadata.namespace}/{job.metadata.name}, "
+            f"{nodes}, {hardware} per node"
+        )
+    return 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    """`kctl-train schema`: the JSON schema of job.yaml."""
+    sys.stdout.write(json.dumps(job_schema(), indent=2) + "\n")
+    return 0

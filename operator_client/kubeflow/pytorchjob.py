@@ -1,0 +1,20 @@
+"""Names and conventions of the PyTorchJob resource (kubeflow.org/v1)."""
+
+from __future__ import annotations
+
+API_VERSION = "kubeflow.org/v1"
+KIND = "PyTorchJob"
+PLURAL = "pytorchjobs"
+CONTAINER_NAME = "pytorch"
+PORT_NAME = "pytorchjob-port"
+DEFAULT_PORT = 23456
+MASTER = "Master"
+WORKER = "Worker"
+REPLICA_TYPES = (MASTER, WORKER)
+# runPolicy.managedBy values the webhook accepts.
+MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+
+
+def pod_name(job_name: str, replica_type: str, index: int) -> str:
+    """Name of a replica's pod and headless Service, e.g. ``demo-worker-3``."""
+    return f"{job_name}-{replica_type.lower()}-{index}"

@@ -1,0 +1,224 @@
+"""Rules that span several fields of a TrainingJob, each reported at the field to change.
+
+`problems` returns errors (the job cannot be rendered as written); `warnings` returns
+things that render fine but that a user should know about before paying for GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic.alias_generators import to_camel
+
+from .model import NodeRange, TrainingJob
+
+Loc = tuple[str | int, ...]
+
+# Set by the training-operator, torchrun or the kctl-train runtime; a user value would
+# be overwritten or would break rank discovery.
+RESERVED_ENV = frozenset(
+    {
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "NODE_RANK",
+        "GROUP_RANK",
+        "LOCAL_WORLD_SIZE",
+        "PYTHONUNBUFFERED",
+    }
+)
+RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "KCTL_TRAIN_")
+SECRET_ENV = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
+# lightning.Trainer arguments that the runtime derives from the world it runs in.
+RUNTIME_TRAINER_ARGS = frozenset({"devices", "num_nodes", "strategy", "accelerator", "plugins"})
+
+PRESET_LABELS: dict[str, dict[str, str]] = {
+    # preset -> {spec field: node label}
+    "gke": {
+        "accelerator": "cloud.google.com/gke-accelerator",
+        "pool": "cloud.google.com/gke-nodepool",
+    },
+    "eks": {"pool": "eks.amazonaws.com/nodegroup"},
+    "aks": {"pool": "kubernetes.azure.com/agentpool"},
+    "karpenter": {
+        "accelerator": "karpenter.k8s.aws/instance-gpu-name",
+        "pool": "karpenter.sh/nodepool",
+    },
+    "gfd": {"accelerator": "nvidia.com/gpu.product"},
+    "none": {},
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem or warning, at a field path inside the document."""
+
+    loc: Loc
+    message: str
+
+
+def longest_pod_name(job: TrainingJob) -> str:
+    """The longest pod/Service name the operator creates for this job."""
+    name = job.metadata.name
+    if job.elastic:
+        return f"{name}-worker-{job.max_nodes - 1}"
+    if job.max_nodes > 1:
+        return f"{name}-worker-{job.max_nodes - 2}"
+    return f"{name}-master-0"
+
+
+def problems(job: TrainingJob) -> list[Finding]:
+    """Every cross-field error of the job, in document order."""
+    return list(_problems(job))
+
+
+def _problems(job: TrainingJob) -> Iterator[Finding]:
+    spec = job.spec
+    pod_name = longest_pod_name(job)
+    if len(pod_name) > 63:
+        yield Finding(
+            ("metadata", "name"),
+            f"too long: the operator names a pod and Service {pod_name!r} "
+            f"({len(pod_name)} characters, at most 63); shorten the name by "
+            f"{len(pod_name) - 63} characters",
+        )
+
+    if spec.train is None and spec.command is None:
+        yield Finding(
+            ("spec",), "say what to run: give spec.train (Lightning import paths) or spec.command"
+        )
+    if spec.train is not None and spec.command is not None:
+        yield Finding(("spec", "command"), "give either spec.train or spec.command, not both")
+    if spec.train is not None:
+        for key in sorted(RUNTIME_TRAINER_ARGS & spec.train.trainer.keys()):
+            yield Finding(
+                ("spec", "train", "trainer", key),
+                f"{key} is set by the runtime from the job's world size and "
+                "hardware; remove it (use spec.nodes, spec.processesPerNode and "
+                "spec.resources instead)",
+            )
+
+    if isinstance(spec.nodes, NodeRange) and spec.nodes.min > spec.nodes.max:
+        yield Finding(
+            ("spec", "nodes", "min"),
+            f"min ({spec.nodes.min}) is larger than max ({spec.nodes.max})",
+        )
+
+    gpus = spec.resources.gpus
+    nproc = spec.processes_per_node
+    if nproc == "detect" and gpus == 0:
+        yield Finding(
+            ("spec", "processesPerNode"),
+            "'detect' needs GPU nodes (on CPU torchrun would start one process "
+            "per core); use 'auto' or a number",
+        )
+    if isinstance(nproc, int) and gpus and nproc > gpus:
+        yield Finding(
+            ("spec", "processesPerNode"),
+            f"{nproc} processes on {gpus} GPUs per node: each process needs its "
+            "own GPU; use at most resources.gpus or 'auto'",
+        )
+
+    resources = spec.resources
+    for field, quantity in (("cpu", resources.cpu), ("memory", resources.memory)):
+        if quantity.value <= 0:
+            yield Finding(
+                ("spec", "resources", field), f"must be more than 0, got {quantity.text!r}"
+            )
+    if resources.shared_memory.value > resources.memory.value:
+        yield Finding(
+            ("spec", "resources", "sharedMemory"),
+            f"{resources.shared_memory.text} of /dev/shm is more than the node's "
+            f"memory {resources.memory.text}; /dev/shm counts against the memory "
+            "limit",
+        )
+
+    pool = spec.node_pool
+    labels = PRESET_LABELS[pool.preset]
+    for field in ("accelerator", "pool"):
+        if getattr(pool, field) is not None and field not in labels:
+            usable = [p for p, lab in PRESET_LABELS.items() if field in lab]
+            yield Finding(
+                ("spec", "nodePool", field),
+                f"the {pool.preset!r} preset has no {field} label; presets with "
+                f"one: {', '.join(usable)} (or use nodePool.nodeSelector)",
+            )
+    for i, tol in enumerate(pool.tolerations):
+        if tol.operator == "Exists" and tol.value is not None:
+            yield Finding(
+                ("spec", "nodePool", "tolerations", i, "value"),
+                "a toleration with operator Exists takes no value",
+            )
+        if tol.key is None and tol.operator == "Equal":
+            yield Finding(
+                ("spec", "nodePool", "tolerations", i, "operator"),
+                "a toleration without key must use operator Exists",
+            )
+
+    for name in spec.env:
+        if name in SECRET_ENV:
+            yield Finding(
+                ("spec", "env", name),
+                "never put credentials in the job file: name a Secret in "
+                "spec.storage.credentialsSecret, or use a service account",
+            )
+        elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+            yield Finding(
+                ("spec", "env", name),
+                "set by the training-operator, torchrun or the kctl-train runtime; remove it",
+            )
+
+    storage = spec.storage
+    if storage is not None and storage.uri.startswith("file://"):
+        for field in ("endpoint", "region", "credentials_secret"):
+            if getattr(storage, field) is not None:
+                yield Finding(
+                    ("spec", "storage", to_camel(field)),
+                    "only s3:// stores take this; remove it or use an s3:// uri",
+                )
+
+    resume = spec.checkpoint.resume
+    if resume not in ("auto", "never") and not resume.startswith(("s3://", "file:///")):
+        yield Finding(
+            ("spec", "checkpoint", "resume"),
+            f"{resume!r}: use auto, never, or the s3:// or file:/// URI of a committed checkpoint",
+        )
+
+    if spec.fault.termination_grace_period.seconds == 0:
+        yield Finding(
+            ("spec", "fault", "terminationGracePeriod"),
+            "0s leaves no time for the emergency checkpoint on preemption",
+        )
+
+
+def warnings(job: TrainingJob) -> list[Finding]:
+    """Things that render but that a user should hear about."""
+    spec = job.spec
+    found = []
+    if spec.storage is None:
+        found.append(
+            Finding(
+                ("spec", "storage"),
+                "no storage: checkpoints and outputs stay in the pods and are lost when they go",
+            )
+        )
+    if spec.scheduling.gang != "none":
+        found.append(
+            Finding(
+                ("spec", "scheduling", "gang"),
+                f"gang scheduling takes effect only when the training-operator "
+                f"runs with --gang-scheduler-name={spec.scheduling.gang}",
+            )
+        )
+    if spec.network.profile != "none" and spec.resources.gpus == 0:
+        found.append(
+            Finding(
+                ("spec", "network", "profile"),
+                f"the {spec.network.profile} profile on CPU-only nodes: NCCL "
+                "is not used without GPUs",
+            )
+        )
+    return found

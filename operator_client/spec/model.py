@@ -1,0 +1,346 @@
+"""The typed TrainingJob model: the single source of truth for job.yaml.
+
+Field names are camelCase in YAML (Kubernetes style) and snake_case in Python. Every
+default lives here, so `kctl-train render` shows it; unknown fields are errors.
+Checks that span several fields live in `checks.py`, so that each error can point at
+the field the user has to change.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+)
+from pydantic.alias_generators import to_camel
+
+from .units import Duration, Every, Quantity
+
+API_VERSION = "kctl-train/v1alpha1"
+KIND = "TrainingJob"
+
+DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Lightning-style import path: "package.module:Class".
+IMPORT_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+# Extended resource names such as nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb.
+RESOURCE_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """Let `OMP_NUM_THREADS: 4` mean "4": Kubernetes wants strings, YAML gives numbers."""
+    if isinstance(value, bool):
+        raise ValueError(
+            f"quote the value: YAML reads it as the boolean {str(value).lower()}, not a string"
+        )
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_scalar_to_str)]
+
+
+def _check_processes(value: Any) -> Any:
+    # One clear message instead of one per member of the union below.
+    if value in ("auto", "detect") or (type(value) is int and value >= 1):
+        return value
+    raise ValueError(f"expected 'auto', 'detect' or a whole number of at least 1, got {value!r}")
+
+
+ProcessesPerNode = Annotated[Literal["auto", "detect"] | int, BeforeValidator(_check_processes)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=False,
+    )
+
+
+class Metadata(_Model):
+    name: Annotated[str, Field(pattern=DNS_1035, max_length=63)] = Field(
+        description="Job name (DNS-1035). `<name>-worker-<max index>` must fit in 63 characters."
+    )
+    namespace: Annotated[str, Field(pattern=DNS_1123_LABEL, max_length=63)] = Field(
+        "default", description="Kubernetes namespace of the PyTorchJob."
+    )
+    labels: dict[str, Text] = Field({}, description="Labels added to the PyTorchJob and its pods.")
+    annotations: dict[str, Text] = Field({}, description="Annotations added to the PyTorchJob.")
+
+
+class TrainSpec(_Model):
+    """What the runtime fits: Lightning import paths (like LightningCLI) and their args."""
+
+    model: Annotated[str, Field(pattern=IMPORT_PATH)] = Field(
+        description="LightningModule class as `package.module:Class`."
+    )
+    model_args: dict[str, JsonValue] = Field(
+        {}, description="Keyword arguments for the LightningModule."
+    )
+    data: Annotated[str, Field(pattern=IMPORT_PATH)] | None = Field(
+        None, description="LightningDataModule class as `package.module:Class` (optional)."
+    )
+    data_args: dict[str, JsonValue] = Field(
+        {}, description="Keyword arguments for the LightningDataModule."
+    )
+    trainer: dict[str, JsonValue] = Field(
+        {},
+        description="Keyword arguments for `lightning.Trainer` (not devices/num_nodes/strategy/accelerator).",
+    )
+    seed: Annotated[int, Field(ge=0)] = Field(
+        0, description="Seed for `lightning.seed_everything` on every rank."
+    )
+
+
+class NodeRange(_Model):
+    """An elastic node count: the job runs with any count from min to max."""
+
+    min: Annotated[int, Field(ge=1)]
+    max: Annotated[int, Field(ge=1)]
+
+
+def _nodes_tag(value: Any) -> str:
+    # Called with YAML data when validating and with the model when serializing.
+    return "range" if isinstance(value, (dict, NodeRange)) else "count"
+
+
+Nodes = Annotated[
+    Annotated[Annotated[int, Field(ge=1)], Tag("count")] | Annotated[NodeRange, Tag("range")],
+    Discriminator(_nodes_tag),
+]
+
+
+class Resources(_Model):
+    """Resources of one node (pod)."""
+
+    gpus: Annotated[int, Field(ge=0)] = Field(
+        0, description="GPUs per node, requested as `gpuResource` in limits and requests."
+    )
+    gpu_resource: Annotated[str, Field(pattern=RESOURCE_NAME)] = Field(
+        "nvidia.com/gpu",
+        description="Extended resource name: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb, ...",
+    )
+    cpu: Quantity = Field(
+        Quantity.parse("2"),
+        description="CPU request per node (no CPU limit is set: limits throttle data loaders).",
+    )
+    memory: Quantity = Field(
+        Quantity.parse("8Gi"),
+        description="Memory request and limit per node (includes /dev/shm usage).",
+    )
+    shared_memory: Quantity = Field(
+        Quantity.parse("1Gi"),
+        description="Size limit of the memory-backed /dev/shm (DataLoader workers use it).",
+    )
+
+
+class NodePool(_Model):
+    """Where the pods run: a cloud preset plus raw scheduling constraints."""
+
+    preset: Literal["none", "gke", "eks", "aks", "karpenter", "gfd"] = Field(
+        "none", description="Maps `accelerator` and `pool` to the provider's node labels."
+    )
+    accelerator: str | None = Field(
+        None,
+        description="GPU model label value (gke, karpenter, gfd presets), e.g. nvidia-h100-80gb.",
+    )
+    pool: str | None = Field(
+        None, description="Node pool / node group name (gke, eks, aks, karpenter presets)."
+    )
+    node_selector: dict[str, Text] = Field(
+        {}, description="Extra nodeSelector entries (merged after the preset's)."
+    )
+    tolerations: list[Toleration] = Field(
+        [], description="Extra tolerations (added after the GPU and preset tolerations)."
+    )
+    affinity: dict[str, JsonValue] = Field(
+        {}, description="Raw Kubernetes affinity, passed through unchanged."
+    )
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: Text | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+
+
+class Network(_Model):
+    """High-speed interconnect. Only these profiles add Linux capabilities (IPC_LOCK)."""
+
+    profile: Literal["none", "efa", "infiniband"] = Field(
+        "none",
+        description="none: pod network only; efa: AWS Elastic Fabric Adapter; infiniband: RDMA devices.",
+    )
+    devices: Annotated[int, Field(ge=1)] = Field(
+        1, description="Interconnect devices per node (efa: e.g. 4 on p4d, 32 on p5)."
+    )
+    resource: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(
+        None,
+        description="Device resource name; default vpc.amazonaws.com/efa or rdma/rdma_shared_device_a.",
+    )
+
+
+class Scheduling(_Model):
+    queue: Annotated[str, Field(pattern=DNS_1123_LABEL)] | None = Field(
+        None, description="Kueue LocalQueue name (label kueue.x-k8s.io/queue-name)."
+    )
+    priority_class_name: str | None = Field(
+        None, description="PriorityClass of the pods (and of the gang, when gang scheduling is on)."
+    )
+    gang: Literal["none", "volcano", "scheduler-plugins"] = Field(
+        "none",
+        description="Gang scheduling through runPolicy.schedulingPolicy; the operator must run with --gang-scheduler-name set to the same scheduler.",
+    )
+
+
+class FaultPolicy(_Model):
+    max_restarts: Annotated[int, Field(ge=0)] = Field(
+        3, description="In-place restarts of the workers by the elastic agent on each node."
+    )
+    backoff_limit: Annotated[int, Field(ge=0)] = Field(
+        6, description="Pod restarts before the job is marked Failed."
+    )
+    restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(
+        "OnFailure", description="Pod restart policy of every replica."
+    )
+    active_deadline: Duration | None = Field(
+        None, description="Wall-time limit of the whole job, e.g. 72h."
+    )
+    termination_grace_period: Duration = Field(
+        Duration.parse("120s"),
+        description="Time between SIGTERM and SIGKILL: the emergency checkpoint must fit in it.",
+    )
+
+
+class CheckpointPolicy(_Model):
+    every: Every = Field(
+        Every.parse("30m"),
+        description="Checkpoint interval: wall time ('30m') or steps ('500 steps').",
+    )
+    keep: Annotated[int, Field(ge=1)] = Field(
+        3,
+        description="Committed checkpoints to keep; older ones are deleted after a newer one commits.",
+    )
+    resume: Annotated[str, Field(min_length=1)] = Field(
+        "auto",
+        description="auto: newest committed checkpoint; never: always start fresh; or a checkpoint URI.",
+    )
+
+
+class Storage(_Model):
+    """Object store for checkpoints and outputs. Credentials never appear inline."""
+
+    uri: Annotated[
+        str, Field(pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.*)$")
+    ] = Field(
+        description="Run roots go under `<uri>/<namespace>/<name>/`: s3://bucket/prefix or file:///path."
+    )
+    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/.*)?$")] | None = Field(
+        None, description="S3 API endpoint for MinIO and other S3-compatible stores."
+    )
+    region: str | None = Field(None, description="Bucket region (AWS_REGION).")
+    credentials_secret: Annotated[str, Field(pattern=DNS_1123_LABEL)] | None = Field(
+        None,
+        description="Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; omit to use the service account (IRSA, workload identity).",
+    )
+
+
+class Monitoring(_Model):
+    gpu_interval_seconds: Annotated[int, Field(ge=0)] = Field(
+        10, description="Seconds between GPU samples on each node; 0 turns the monitor off."
+    )
+
+
+class Cleanup(_Model):
+    pods: Literal["Running", "All", "None"] = Field(
+        "Running",
+        description="Pods deleted when the job finishes (cleanPodPolicy). Running frees GPUs held by workers still running after the Master succeeded.",
+    )
+    ttl_after_finished: Duration = Field(
+        Duration.parse("24h"), description="The finished PyTorchJob is deleted after this long."
+    )
+
+
+class JobSpec(_Model):
+    image: Annotated[str, Field(min_length=1, pattern=r"^\S+$")] = Field(
+        description="Trainer image (built from images/), optionally pinned with @sha256:..."
+    )
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    image_pull_secrets: list[Annotated[str, Field(pattern=DNS_1123_LABEL)]] = []
+    service_account_name: str | None = Field(
+        None,
+        description="ServiceAccount of the pods (IRSA / workload identity for the object store).",
+    )
+    mount_service_account_token: bool = Field(
+        False,
+        description="Mount the Kubernetes API token into the pods (only if the training code calls the API).",
+    )
+    train: TrainSpec | None = Field(
+        None, description="Lightning import paths to fit; give either this or `command`."
+    )
+    command: Annotated[list[str], Field(min_length=1)] | None = Field(
+        None, description="A user command, still launched through the runtime's torchrun agent."
+    )
+    nodes: Nodes = Field(
+        1, description="Fixed node count (Master + Workers), or {min, max} for an elastic job."
+    )
+    processes_per_node: ProcessesPerNode = Field(
+        "auto",
+        description="auto: GPUs per node (1 on CPU nodes) written into the manifest; detect: torchrun counts the visible GPUs at start (GPU nodes only); or an explicit count.",
+    )
+    resources: Resources = Resources()
+    node_pool: NodePool = NodePool()
+    network: Network = Network()
+    scheduling: Scheduling = Scheduling()
+    fault: FaultPolicy = FaultPolicy()
+    checkpoint: CheckpointPolicy = CheckpointPolicy()
+    storage: Storage | None = Field(
+        None, description="Where checkpoints and outputs go; without it they are lost with the pod."
+    )
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(
+        {}, description="Extra environment of the trainer container."
+    )
+    monitoring: Monitoring = Monitoring()
+    cleanup: Cleanup = Cleanup()
+
+
+class TrainingJob(_Model):
+    """A distributed training job: one file, rendered to one Kubeflow PyTorchJob."""
+
+    model_config = ConfigDict(title="TrainingJob")
+
+    api_version: Literal["kctl-train/v1alpha1"]
+    kind: Literal["TrainingJob"]
+    metadata: Metadata
+    spec: JobSpec
+
+    @property
+    def elastic(self) -> bool:
+        return isinstance(self.spec.nodes, NodeRange)
+
+    @property
+    def max_nodes(self) -> int:
+        nodes = self.spec.nodes
+        return nodes.max if isinstance(nodes, NodeRange) else nodes
+
+    @property
+    def min_nodes(self) -> int:
+        nodes = self.spec.nodes
+        return nodes.min if isinstance(nodes, NodeRange) else nodes
+
+
+NodePool.model_rebuild()
