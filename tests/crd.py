@@ -16,8 +16,11 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-CRD_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "schemas" / (
-    "kubeflow.org_pytorchjobs.yaml"
+CRD_PATH = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "schemas"
+    / ("kubeflow.org_pytorchjobs.yaml")
 )
 
 

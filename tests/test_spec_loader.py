@@ -43,8 +43,9 @@ def test_elastic_nodes_parse_as_a_range() -> None:
 
 
 def test_numbers_are_accepted_where_kubernetes_wants_strings() -> None:
-    job = load_job_text(HEAD + TRAIN + "  env: {OMP_NUM_THREADS: 4}\n"
-                        "  resources: {cpu: 8, memory: 16Gi}\n").job
+    job = load_job_text(
+        HEAD + TRAIN + "  env: {OMP_NUM_THREADS: 4}\n  resources: {cpu: 8, memory: 16Gi}\n"
+    ).job
     assert job.spec.env == {"OMP_NUM_THREADS": "4"}
     assert job.spec.resources.cpu.text == "8"
 
@@ -60,53 +61,127 @@ SPEC_ERRORS = [
     ("  nodes: {min: 1, max: 2, mx: 3}\n", 8, 27, "spec.nodes.mx", "did you mean 'max'?"),
     ("  processesPerNode: all\n", 8, 21, "spec.processesPerNode", "expected 'auto', 'detect'"),
     ("  processesPerNode: detect\n", 8, 21, "spec.processesPerNode", "needs GPU nodes"),
-    ("  processesPerNode: 4\n  resources: {gpus: 2}\n", 8, 21, "spec.processesPerNode",
-     "4 processes on 2 GPUs"),
-    ("  resources: {memory: 64GB}\n", 8, 23, "spec.resources.memory",
-     "'64GB' is not a Kubernetes quantity"),
-    ("  resources: {memory: 1Gi, sharedMemory: 2Gi}\n", 8, 42, "spec.resources.sharedMemory",
-     "more than the node's memory"),
+    (
+        "  processesPerNode: 4\n  resources: {gpus: 2}\n",
+        8,
+        21,
+        "spec.processesPerNode",
+        "4 processes on 2 GPUs",
+    ),
+    (
+        "  resources: {memory: 64GB}\n",
+        8,
+        23,
+        "spec.resources.memory",
+        "'64GB' is not a Kubernetes quantity",
+    ),
+    (
+        "  resources: {memory: 1Gi, sharedMemory: 2Gi}\n",
+        8,
+        42,
+        "spec.resources.sharedMemory",
+        "more than the node's memory",
+    ),
     ("  resources: {cpu: '0'}\n", 8, 20, "spec.resources.cpu", "must be more than 0"),
-    ("  resources: {gpuResource: gpu}\n", 8, 28, "spec.resources.gpuResource",
-     "extended resource name"),
+    (
+        "  resources: {gpuResource: gpu}\n",
+        8,
+        28,
+        "spec.resources.gpuResource",
+        "extended resource name",
+    ),
     ("  nodePool: {preset: gek}\n", 8, 22, "spec.nodePool.preset", "did you mean 'gke'?"),
-    ("  nodePool: {preset: eks, accelerator: h100}\n", 8, 40, "spec.nodePool.accelerator",
-     "the 'eks' preset has no accelerator label"),
-    ("  nodePool: {tolerations: [{operator: Exists, value: x}]}\n", 8, 54,
-     "spec.nodePool.tolerations[0].value", "takes no value"),
-    ("  nodePool: {tolerations: [{effect: NoSchedul}]}\n", 8, 37,
-     "spec.nodePool.tolerations[0].effect", "did you mean 'NoSchedule'?"),
+    (
+        "  nodePool: {preset: eks, accelerator: h100}\n",
+        8,
+        40,
+        "spec.nodePool.accelerator",
+        "the 'eks' preset has no accelerator label",
+    ),
+    (
+        "  nodePool: {tolerations: [{operator: Exists, value: x}]}\n",
+        8,
+        54,
+        "spec.nodePool.tolerations[0].value",
+        "takes no value",
+    ),
+    (
+        "  nodePool: {tolerations: [{effect: NoSchedul}]}\n",
+        8,
+        37,
+        "spec.nodePool.tolerations[0].effect",
+        "did you mean 'NoSchedule'?",
+    ),
     ("  network: {profile: ib}\n", 8, 22, "spec.network.profile", "'infiniband'"),
-    ("  fault: {activeDeadline: 3 days}\n", 8, 27, "spec.fault.activeDeadline",
-     "'3 days' is not a duration"),
+    (
+        "  fault: {activeDeadline: 3 days}\n",
+        8,
+        27,
+        "spec.fault.activeDeadline",
+        "'3 days' is not a duration",
+    ),
     ("  fault: {restartPolicy: Always}\n", 8, 26, "spec.fault.restartPolicy", "'OnFailure'"),
-    ("  checkpoint: {every: 5 epochs}\n", 8, 23, "spec.checkpoint.every",
-     "not a checkpoint interval"),
+    (
+        "  checkpoint: {every: 5 epochs}\n",
+        8,
+        23,
+        "spec.checkpoint.every",
+        "not a checkpoint interval",
+    ),
     ("  checkpoint: {resume: latest}\n", 8, 24, "spec.checkpoint.resume", "use auto, never"),
     ("  storage: {uri: gs://bucket}\n", 8, 18, "spec.storage.uri", "s3://bucket/prefix"),
-    ("  storage: {uri: 's3://bkt/x', accessKey: AKIA}\n", 8, 32, "spec.storage.accessKey",
-     "unknown field 'accessKey'"),
-    ("  storage: {uri: 'file:///tmp/x', region: eu}\n", 8, 43, "spec.storage.region",
-     "only s3:// stores"),
-    ("  env: {AWS_SECRET_ACCESS_KEY: abc}\n", 8, 32, "spec.env.AWS_SECRET_ACCESS_KEY",
-     "never put credentials"),
+    (
+        "  storage: {uri: 's3://bkt/x', accessKey: AKIA}\n",
+        8,
+        32,
+        "spec.storage.accessKey",
+        "unknown field 'accessKey'",
+    ),
+    (
+        "  storage: {uri: 'file:///tmp/x', region: eu}\n",
+        8,
+        43,
+        "spec.storage.region",
+        "only s3:// stores",
+    ),
+    (
+        "  env: {AWS_SECRET_ACCESS_KEY: abc}\n",
+        8,
+        32,
+        "spec.env.AWS_SECRET_ACCESS_KEY",
+        "never put credentials",
+    ),
     ("  env: {WORLD_SIZE: '2'}\n", 8, 21, "spec.env.WORLD_SIZE", "set by the training-operator"),
     ("  env: {PET_NNODES: '2'}\n", 8, 21, "spec.env.PET_NNODES", "set by the training-operator"),
     ("  env: {1BAD: x}\n", 8, 9, "spec.env.1BAD", "environment variable names"),
-    ("  env: {DEBUG: yes}\n", 8, 16, "spec.env.DEBUG", "quote the value: YAML reads it as "
-     "the boolean true"),
+    (
+        "  env: {DEBUG: yes}\n",
+        8,
+        16,
+        "spec.env.DEBUG",
+        "quote the value: YAML reads it as the boolean true",
+    ),
     ("  command: [python, train.py]\n", 8, 12, "spec.command", "not both"),
     ("  scheduling: {queue: Team_A}\n", 8, 23, "spec.scheduling.queue", "DNS-1123"),
     ("  cleanup: {pods: Some}\n", 8, 19, "spec.cleanup.pods", "'Running', 'All' or 'None'"),
-    ("  fault: {terminationGracePeriod: 0s}\n", 8, 35, "spec.fault.terminationGracePeriod",
-     "no time for the emergency checkpoint"),
+    (
+        "  fault: {terminationGracePeriod: 0s}\n",
+        8,
+        35,
+        "spec.fault.terminationGracePeriod",
+        "no time for the emergency checkpoint",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("extra", "line", "column", "path", "message"), SPEC_ERRORS,
-                         ids=[c[3] + ":" + c[4][:20] for c in SPEC_ERRORS])
-def test_spec_errors_point_at_the_field(extra: str, line: int, column: int, path: str,
-                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "line", "column", "path", "message"),
+    SPEC_ERRORS,
+    ids=[c[3] + ":" + c[4][:20] for c in SPEC_ERRORS],
+)
+def test_spec_errors_point_at_the_field(
+    extra: str, line: int, column: int, path: str, message: str
+) -> None:
     found = errors_of(HEAD + TRAIN + extra)
     assert len(found) == 1, found
     assert found[0][:3] == (line, column, path)
@@ -124,16 +199,21 @@ def test_train_errors() -> None:
 
 
 def test_nothing_to_run() -> None:
-    assert errors_of(HEAD) == [(6, 3, "spec", "say what to run: give spec.train (Lightning "
-                                              "import paths) or spec.command")]
+    assert errors_of(HEAD) == [
+        (6, 3, "spec", "say what to run: give spec.train (Lightning import paths) or spec.command")
+    ]
 
 
 def test_every_problem_is_reported_at_once() -> None:
     text = HEAD + TRAIN + "  nodse: 3\n  resources: {gpus: -1, memory: lots}\n"
     text = text.replace("name: demo", "name: Demo_Job")
     found = errors_of(text)
-    assert [f[2] for f in found] == ["metadata.name", "spec.nodse", "spec.resources.gpus",
-                                     "spec.resources.memory"]
+    assert [f[2] for f in found] == [
+        "metadata.name",
+        "spec.nodse",
+        "spec.resources.gpus",
+        "spec.resources.memory",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -157,8 +237,10 @@ def test_name_leaves_room_for_pod_names(name_length: int, nodes: str, longest: s
         return
     found = errors_of(text)
     assert found[0][2] == "metadata.name"
-    assert f"'{name}-{longest}' ({name_length + 1 + len(longest)} characters, at most 63)" in (
-        found[0][3])
+    assert (
+        f"'{name}-{longest}' ({name_length + 1 + len(longest)} characters, at most 63)"
+        in (found[0][3])
+    )
 
 
 def test_name_too_long_for_kubernetes_at_all() -> None:

@@ -15,7 +15,7 @@ def test_durations(text: str, seconds: int) -> None:
 
 @pytest.mark.parametrize("text", ["", "30", "m", "1.5h", "-5m", "30 minutes", "1H", "5w"])
 def test_bad_durations_say_what_is_valid(text: str) -> None:
-    with pytest.raises(ValueError, match="is not a duration.*'30m'"):
+    with pytest.raises(ValueError, match=r"is not a duration.*'30m'"):
         parse_duration(text)
 
 
@@ -38,7 +38,7 @@ def test_quantities(text: str, value: Decimal) -> None:
 
 @pytest.mark.parametrize("text", ["", "Gi", "64GB", "64 Gi", "-1", "1.2.3", "0x10", "1Gib"])
 def test_bad_quantities_say_what_is_valid(text: str) -> None:
-    with pytest.raises(ValueError, match="is not a Kubernetes quantity.*'64Gi'"):
+    with pytest.raises(ValueError, match=r"is not a Kubernetes quantity.*'64Gi'"):
         parse_quantity(text)
 
 

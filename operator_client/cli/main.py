@@ -10,8 +10,6 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from ..spec import SpecError
-from . import console, spec_commands
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -44,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write one <name>.yaml (or .json) per job into DIR instead of printing",
     )
-    render.set_defaults(handler=spec_commands.render)
+    render.set_defaults(handler="render")
 
     validate = sub.add_parser(
         "validate",
@@ -60,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="text lines on stderr, or a JSON report on stdout",
     )
-    validate.set_defaults(handler=spec_commands.validate)
+    validate.set_defaults(handler="validate")
 
     schema = sub.add_parser(
         "schema",
@@ -68,15 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the JSON schema of job.yaml, generated from "
         "the spec model (for yaml-language-server and Helm).",
     )
-    schema.set_defaults(handler=spec_commands.schema)
+    schema.set_defaults(handler="schema")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train` console script."""
     args = build_parser().parse_args(argv)
+    # Imported after parsing, so --help and --version need no spec machinery.
+    from ..spec import SpecError
+    from . import console, spec_commands
+
     try:
-        code: int = args.handler(args)
+        code: int = getattr(spec_commands, args.handler)(args)
     except SpecError as exc:
         console.report(exc.issues)
         return EXIT_BAD_INPUT

@@ -52,7 +52,7 @@ def render(args: argparse.Namespace) -> int:
     if errors:
         raise SpecError(errors)
     manifests = [render_job(j.job) for j in jobs]
-    for loaded, manifest in zip(jobs, manifests):
+    for loaded, manifest in zip(jobs, manifests, strict=True):
         problems = webhook_errors(manifest)
         if problems:  # a renderer bug, never the user's: say so plainly
             console.error(

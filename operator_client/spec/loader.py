@@ -8,6 +8,7 @@ through the nodes to the position the user has to edit.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 import typing
@@ -24,6 +25,7 @@ from .model import TrainingJob
 
 # Guards against alias bombs ("billion laughs"): far above any real job file.
 MAX_NODES = 100_000
+_PLAIN_KEY = re.compile(r"[\w./-]+")
 
 
 @dataclass(frozen=True)
@@ -98,20 +100,36 @@ def _fail(source: str, message: str, mark: Any = None) -> SpecError:
 
 
 def _compose(text: str, source: str) -> yaml.Node:
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         problem = exc.problem or "invalid YAML"
         if "expected a single document" in str(exc):
             problem = "more than one YAML document: put one TrainingJob in each file"
         raise _fail(source, f"YAML syntax error: {problem}", exc.problem_mark) from None
+    except yaml.reader.ReaderError as exc:
+        before = text[: exc.position]
+        line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+        raise SpecError(
+            [
+                SpecIssue(
+                    source,
+                    line,
+                    column,
+                    "",
+                    f"YAML error: character {exc.character!r} is not allowed in YAML text",
+                )
+            ]
+        ) from None
     except yaml.YAMLError as exc:
         raise _fail(source, f"YAML error: {exc}") from None
     except RecursionError:
         raise _fail(source, "YAML nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise _fail(
             source,
@@ -184,7 +202,8 @@ def _locate(
     """The node a validation loc points at, the real document path to it, and whether the
     last segment names a key the document lacks (a missing field). With `key_itself`,
     point at the last key rather than its value (for unknown fields)."""
-    node, path = root, []
+    node: yaml.Node = root
+    path: list[str | int] = []
     for i, seg in enumerate(loc):
         last = i == len(loc) - 1
         if seg == "[key]":
@@ -197,16 +216,20 @@ def _locate(
             elif last:
                 return node, [*path, seg], True
             # else: a union tag pydantic adds to the loc; it has no place in the document
-        elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int):
-            if seg < len(node.value):
-                node, path = node.value[seg], [*path, seg]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int) and seg < len(node.value):
+            node, path = node.value[seg], [*path, seg]
     return node, path, False
 
 
 def _format_path(path: Iterable[str | int]) -> str:
     out = ""
     for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+        if isinstance(seg, int):
+            out += f"[{seg}]"
+        elif not _PLAIN_KEY.fullmatch(seg):
+            out += f"[{json.dumps(seg)}]"  # keys with spaces, quotes or newlines stay one line
+        else:
+            out += f".{seg}" if out else seg
     return out
 
 

@@ -65,6 +65,9 @@ class _Model(BaseModel):
         frozen=True,
         alias_generator=to_camel,
         populate_by_name=True,
+        # Nested models are validated through TrainingJob's schema: building a validator
+        # for each of them at import would double the CLI's start-up time.
+        defer_build=True,
         validate_default=False,
     )
 
@@ -97,7 +100,10 @@ class TrainSpec(_Model):
     )
     trainer: dict[str, JsonValue] = Field(
         {},
-        description="Keyword arguments for `lightning.Trainer` (not devices/num_nodes/strategy/accelerator).",
+        description=(
+            "Keyword arguments for `lightning.Trainer` "
+            "(not devices/num_nodes/strategy/accelerator)."
+        ),
     )
     seed: Annotated[int, Field(ge=0)] = Field(
         0, description="Seed for `lightning.seed_everything` on every rank."
@@ -130,7 +136,9 @@ class Resources(_Model):
     )
     gpu_resource: Annotated[str, Field(pattern=RESOURCE_NAME)] = Field(
         "nvidia.com/gpu",
-        description="Extended resource name: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb, ...",
+        description=(
+            "Extended resource name: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb, ..."
+        ),
     )
     cpu: Quantity = Field(
         Quantity.parse("2"),
@@ -183,14 +191,18 @@ class Network(_Model):
 
     profile: Literal["none", "efa", "infiniband"] = Field(
         "none",
-        description="none: pod network only; efa: AWS Elastic Fabric Adapter; infiniband: RDMA devices.",
+        description=(
+            "none: pod network only; efa: AWS Elastic Fabric Adapter; infiniband: RDMA devices."
+        ),
     )
     devices: Annotated[int, Field(ge=1)] = Field(
         1, description="Interconnect devices per node (efa: e.g. 4 on p4d, 32 on p5)."
     )
     resource: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(
         None,
-        description="Device resource name; default vpc.amazonaws.com/efa or rdma/rdma_shared_device_a.",
+        description=(
+            "Device resource name; default vpc.amazonaws.com/efa or rdma/rdma_shared_device_a."
+        ),
     )
 
 
@@ -203,7 +215,10 @@ class Scheduling(_Model):
     )
     gang: Literal["none", "volcano", "scheduler-plugins"] = Field(
         "none",
-        description="Gang scheduling through runPolicy.schedulingPolicy; the operator must run with --gang-scheduler-name set to the same scheduler.",
+        description=(
+            "Gang scheduling through runPolicy.schedulingPolicy; the operator must run with --gang-"
+            "scheduler-name set to the same scheduler."
+        ),
     )
 
 
@@ -233,11 +248,15 @@ class CheckpointPolicy(_Model):
     )
     keep: Annotated[int, Field(ge=1)] = Field(
         3,
-        description="Committed checkpoints to keep; older ones are deleted after a newer one commits.",
+        description=(
+            "Committed checkpoints to keep; older ones are deleted after a newer one commits."
+        ),
     )
     resume: Annotated[str, Field(min_length=1)] = Field(
         "auto",
-        description="auto: newest committed checkpoint; never: always start fresh; or a checkpoint URI.",
+        description=(
+            "auto: newest committed checkpoint; never: always start fresh; or a checkpoint URI."
+        ),
     )
 
 
@@ -247,7 +266,9 @@ class Storage(_Model):
     uri: Annotated[
         str, Field(pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.*)$")
     ] = Field(
-        description="Run roots go under `<uri>/<namespace>/<name>/`: s3://bucket/prefix or file:///path."
+        description=(
+            "Run roots go under `<uri>/<namespace>/<name>/`: s3://bucket/prefix or file:///path."
+        ),
     )
     endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/.*)?$")] | None = Field(
         None, description="S3 API endpoint for MinIO and other S3-compatible stores."
@@ -255,7 +276,10 @@ class Storage(_Model):
     region: str | None = Field(None, description="Bucket region (AWS_REGION).")
     credentials_secret: Annotated[str, Field(pattern=DNS_1123_LABEL)] | None = Field(
         None,
-        description="Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; omit to use the service account (IRSA, workload identity).",
+        description=(
+            "Secret with keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; omit to use the service "
+            "account (IRSA, workload identity)."
+        ),
     )
 
 
@@ -268,7 +292,11 @@ class Monitoring(_Model):
 class Cleanup(_Model):
     pods: Literal["Running", "All", "None"] = Field(
         "Running",
-        description="Pods deleted when the job finishes (cleanPodPolicy). Running frees GPUs held by workers still running after the Master succeeded.",
+        description=(
+            "Pods deleted when the job finishes (cleanPodPolicy). "
+            "Running frees GPUs held by workers "
+            "still running after the Master succeeded."
+        ),
     )
     ttl_after_finished: Duration = Field(
         Duration.parse("24h"), description="The finished PyTorchJob is deleted after this long."
@@ -287,7 +315,10 @@ class JobSpec(_Model):
     )
     mount_service_account_token: bool = Field(
         False,
-        description="Mount the Kubernetes API token into the pods (only if the training code calls the API).",
+        description=(
+            "Mount the Kubernetes API token into the pods "
+            "(only if the training code calls the API)."
+        ),
     )
     train: TrainSpec | None = Field(
         None, description="Lightning import paths to fit; give either this or `command`."
@@ -300,28 +331,32 @@ class JobSpec(_Model):
     )
     processes_per_node: ProcessesPerNode = Field(
         "auto",
-        description="auto: GPUs per node (1 on CPU nodes) written into the manifest; detect: torchrun counts the visible GPUs at start (GPU nodes only); or an explicit count.",
+        description=(
+            "auto: GPUs per node (1 on CPU nodes) written into the manifest; "
+            "detect: torchrun counts "
+            "the visible GPUs at start (GPU nodes only); or an explicit count."
+        ),
     )
-    resources: Resources = Resources()
-    node_pool: NodePool = NodePool()
-    network: Network = Network()
-    scheduling: Scheduling = Scheduling()
-    fault: FaultPolicy = FaultPolicy()
-    checkpoint: CheckpointPolicy = CheckpointPolicy()
+    resources: Resources = Field(default_factory=Resources)
+    node_pool: NodePool = Field(default_factory=NodePool)
+    network: Network = Field(default_factory=Network)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    fault: FaultPolicy = Field(default_factory=FaultPolicy)
+    checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     storage: Storage | None = Field(
         None, description="Where checkpoints and outputs go; without it they are lost with the pod."
     )
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Text] = Field(
         {}, description="Extra environment of the trainer container."
     )
-    monitoring: Monitoring = Monitoring()
-    cleanup: Cleanup = Cleanup()
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    cleanup: Cleanup = Field(default_factory=Cleanup)
 
 
 class TrainingJob(_Model):
     """A distributed training job: one file, rendered to one Kubeflow PyTorchJob."""
 
-    model_config = ConfigDict(title="TrainingJob")
+    model_config = ConfigDict(title="TrainingJob", defer_build=False)
 
     api_version: Literal["kctl-train/v1alpha1"]
     kind: Literal["TrainingJob"]

@@ -1,0 +1,184 @@
+"""The installed `kctl-train` command, run as a user runs it: exit codes, streams, formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from operator_client import __version__
+
+from .conftest import ROOT
+
+QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
+
+
+def kctl(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("kctl-train", path=str(Path(sys.executable).parent))
+    assert exe, "the kctl-train console script is not installed in this environment"
+    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
+    return subprocess.run(
+        [exe, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
+
+
+def test_version() -> None:
+    r = kctl("--version")
+    assert (r.returncode, r.stdout.strip()) == (0, f"kctl-train {__version__}")
+
+
+def test_render_prints_one_pytorchjob() -> None:
+    r = kctl("render", QUICKSTART)
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(r.stdout)
+    assert (doc["apiVersion"], doc["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+    assert r.stderr == ""
+
+
+def test_render_json_and_several_files(tmp_path: Path) -> None:
+    r = kctl("render", "-o", "json", QUICKSTART)
+    assert json.loads(r.stdout)["kind"] == "PyTorchJob"
+    other = str(ROOT / "examples" / "aks-a100.yaml")
+    r = kctl("render", "-o", "json", QUICKSTART, other)
+    listed = json.loads(r.stdout)
+    assert listed["kind"] == "List"
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["quickstart", "segmentation"]
+    r = kctl("render", QUICKSTART, other)
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(r.stdout)] == [
+        "quickstart",
+        "segmentation",
+    ]
+
+
+def test_render_from_stdin_matches_render_from_file() -> None:
+    text = Path(QUICKSTART).read_text()
+    assert kctl("render", "-", stdin=text).stdout == kctl("render", QUICKSTART).stdout
+
+
+def test_render_output_dir_writes_stable_file_names(tmp_path: Path) -> None:
+    out = tmp_path / "rendered"
+    r = kctl(
+        "render", QUICKSTART, str(ROOT / "examples" / "aks-a100.yaml"), "--output-dir", str(out)
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["quickstart.yaml", "segmentation.yaml"]
+    assert (out / "quickstart.yaml").read_text() == kctl("render", QUICKSTART).stdout
+    assert "written to" in r.stdout
+
+
+def test_render_output_dir_that_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = kctl("render", QUICKSTART, "--output-dir", str(blocker / "sub"))
+    assert r.returncode == 1
+    assert r.stderr.startswith("kctl-train: error: cannot write to")
+    assert "Traceback" not in r.stderr
+
+
+def test_duplicate_jobs_across_files_are_refused(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(Path(QUICKSTART).read_text())
+    r = kctl("render", QUICKSTART, str(copy))
+    assert r.returncode == 2
+    assert "job default/quickstart is also defined in" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "error: no such file"),
+        ("", "error: file is empty"),
+        ("- a\n", "found a list"),
+        ("a: [\n", "YAML syntax error"),
+        (
+            "apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\nmetadata: {name: x}\n"
+            "spec: {image: i, train: {model: 'a:B'}, nodse: 2}\n",
+            "did you mean 'nodes'?",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_per_problem(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    if content is not None:
+        path.write_text(content)
+    for command in ("render", "validate"):
+        r = kctl(command, str(path))
+        assert r.returncode == 2, (command, r.stderr)
+        assert message in r.stderr
+        assert r.stderr.startswith(str(path))
+        assert "Traceback" not in r.stderr
+        assert r.stdout == ""
+
+
+def test_validate_reports_valid_jobs_and_warnings() -> None:
+    r = kctl("validate", QUICKSTART, str(ROOT / "examples" / "onprem-infiniband.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert "quickstart.yaml: valid: default/quickstart, 2 nodes, CPU per node" in r.stdout
+    assert "warning: spec.scheduling.gang" in r.stderr
+
+
+def test_validate_json_report(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- x\n")
+    r = kctl("validate", "-o", "json", QUICKSTART, str(bad))
+    assert r.returncode == 2
+    report = json.loads(r.stdout)
+    assert report["valid"] is False
+    assert report["jobs"] == [{"file": QUICKSTART, "name": "quickstart", "namespace": "default"}]
+    assert report["issues"][0]["source"] == str(bad)
+    assert report["issues"][0]["severity"] == "error"
+
+
+def test_schema_is_json_for_editors() -> None:
+    r = kctl("schema")
+    schema = json.loads(r.stdout)
+    assert schema["title"] == "TrainingJob"
+    assert schema["additionalProperties"] is False
+
+
+def test_usage_errors_exit_2() -> None:
+    assert kctl("render").returncode == 2
+    assert kctl("render", QUICKSTART, "-o", "xml").returncode == 2
+    assert kctl("frobnicate").returncode == 2
+
+
+def test_no_colour_when_not_a_terminal(tmp_path: Path) -> None:
+    r = kctl("validate", str(tmp_path / "missing.yaml"))
+    assert "\x1b[" not in r.stderr
+
+
+HEAVY = ("torch", "lightning", "kubernetes", "boto3", "pandas", "botocore", "matplotlib")
+
+
+def test_render_imports_nothing_heavy() -> None:
+    probe = (
+        "import sys, io, contextlib\n"
+        "from operator_client.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main(['render', {QUICKSTART!r}])\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "print(code, heavy)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "0 []", r.stdout + r.stderr
+
+
+def test_the_import_probe_sees_an_installed_heavy_module() -> None:
+    # Guards the test above: kubernetes is installed with the client, and a probe that
+    # imports it does report it.
+    probe = (
+        f"import sys, kubernetes\nprint(sorted(m for m in sys.modules "
+        f"if m.split('.')[0] in {HEAVY!r})[:1])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "['kubernetes']", r.stdout + r.stderr
