@@ -8,9 +8,14 @@ STAMP := $(VENV)/.installed-client
 
 .PHONY: venv demo test lint bench clean
 
+# torch first and pinned: this version has a CPU wheel on the machines we build on; an
+# unpinned torch (asked for by lightning) would download a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check '$(TORCH)'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,runtime]'
 	touch $@
 
 venv: $(STAMP)

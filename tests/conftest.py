@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,29 @@ def write_job(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A real S3 API (moto's server) on loopback, with fake credentials in the env."""
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_REGION", "us-east-1")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(moto_endpoint: str, request: pytest.FixtureRequest) -> str:
+    """A fresh bucket on the moto server; returns its name."""
+    import uuid
+
+    import boto3
+
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,89 @@
+"""Aggregate committed per-rank output files into one table per split (STORAGE.md).
+
+Streams rows with a real CSV reader and writer: header once, every row exactly once,
+epochs and ranks in numeric order, an `epoch` and a `rank` column in front. Memory stays
+flat whatever the number of ranks. Used by rank 0 at the end of a run and by collect.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..storage import ObjectStore, StoreError, join_key
+from ..storage.base import sha256_file
+from .outputs import MANIFEST, PREFIX
+
+AGGREGATE = "all.csv"
+
+
+class AggregateError(Exception):
+    """Committed outputs are inconsistent (headers differ, a member fails verification)."""
+
+
+def committed_units(store: ObjectStore) -> dict[str, list[dict[str, Any]]]:
+    """Epoch manifests per split, in epoch order."""
+    units: dict[str, list[dict[str, Any]]] = {}
+    for obj in store.list(PREFIX + "/"):
+        if obj.key.endswith("/" + MANIFEST):
+            manifest = json.loads(store.get_bytes(obj.key))
+            units.setdefault(manifest["split"], []).append(manifest)
+    for manifests in units.values():
+        manifests.sort(key=lambda m: m["epoch"])
+    return units
+
+
+def _rows(path: Path) -> Iterator[list[str]]:
+    with path.open(newline="") as fh:
+        yield from csv.reader(fh)
+
+
+def aggregate_split(
+    store: ObjectStore, split: str, manifests: list[dict[str, Any]], scratch: Path
+) -> tuple[Path, int]:
+    """Write the aggregate of one split to a local file; returns it and its row count."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=scratch, prefix=f".{split}.", suffix=".csv")
+    header: list[str] | None = None
+    count = 0
+    with os.fdopen(fd, "w", newline="") as out:
+        writer = csv.writer(out)
+        for manifest in manifests:
+            for member in sorted(manifest["members"], key=lambda m: int(m["rank"])):
+                local = scratch / "members" / member["key"]
+                try:
+                    store.get_file(member["key"], local)
+                except StoreError as exc:
+                    raise AggregateError(f"{member['key']}: {exc}") from exc
+                if local.stat().st_size != member["size"] or sha256_file(local) != member["sha256"]:
+                    raise AggregateError(f"{member['key']} does not match its manifest")
+                rows = _rows(local)
+                first = next(rows, None)
+                if first is None:
+                    continue  # a rank without rows in this epoch
+                if header is None:
+                    header = first
+                    writer.writerow(["epoch", "rank", *header])
+                elif first != header:
+                    raise AggregateError(f"{member['key']}: columns {first} differ from {header}")
+                epoch, rank = str(manifest["epoch"]), str(member["rank"])
+                for row in rows:
+                    writer.writerow([epoch, rank, *row])
+                    count += 1
+                local.unlink()
+    return Path(tmp), count
+
+
+def aggregate_all(store: ObjectStore, scratch: Path) -> dict[str, int]:
+    """Aggregate every split and publish `outputs/<split>/all.csv`; rows per split."""
+    counts = {}
+    for split, manifests in sorted(committed_units(store).items()):
+        path, counts[split] = aggregate_split(store, split, manifests, scratch)
+        store.put_file(join_key(PREFIX, split, AGGREGATE), path)
+        path.unlink()
+    return counts

@@ -1,0 +1,205 @@
+"""The Lightning callback through which the runtime checkpoints, commits outputs and
+reports progress."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+import torch.distributed as dist
+
+from ..spec.model import TrainingJob
+from ..storage import ObjectStore
+from . import checkpoints
+from .context import World
+from .outputs import RankOutputs, commit_epoch
+
+log = logging.getLogger("kctl_train.runtime")
+
+# Every this many batches the ranks agree (one small all-reduce) on whether any of them
+# was told to stop (SIGTERM) and, for wall-time intervals, whether a checkpoint is due.
+AGREE_EVERY = 10
+
+# Set by the worker's SIGTERM handler; read at the next agreement point.
+PREEMPTED = threading.Event()
+
+
+class Preempted(Exception):
+    """Raised on every rank, at the same batch, after the emergency checkpoint."""
+
+
+class RuntimeCallback(L.Callback):
+    def __init__(
+        self,
+        job: TrainingJob,
+        world: World,
+        store: ObjectStore,
+        scratch: Path,
+        outputs: RankOutputs,
+        attempt: int,
+        resumed_step: int,
+        control: Any,
+    ) -> None:
+        self.job, self.world, self.store, self.scratch = job, world, store, scratch
+        self.outputs, self.attempt, self.control = outputs, attempt, control
+        every = job.spec.checkpoint.every
+        self.every_steps, self.every_seconds = every.steps, every.seconds
+        self.last_saved_step = resumed_step
+        self.last_save_time = time.monotonic()
+        self.started, self.first_step = time.monotonic(), resumed_step
+        self.publisher = checkpoints.BackgroundPublisher(self._publish) if world.rank == 0 else None
+
+    # checkpoints
+
+    def _publish(self, files: dict[str, Path], step: int, epoch: int) -> checkpoints.Manifest:
+        metrics = files.pop("metrics.csv", None)
+        manifest = checkpoints.publish(
+            self.store,
+            files,
+            step=step,
+            epoch=epoch,
+            attempt=self.attempt,
+            world_size=self.world.world_size,
+            keep=self.job.spec.checkpoint.keep,
+        )
+        if metrics is not None:
+            self.store.put_file("metrics/metrics.csv", metrics)
+        shutil.rmtree(next(iter(files.values())).parent, ignore_errors=True)
+        return manifest
+
+    def _stage(self, trainer: L.Trainer, save: Callable[[Path], None]) -> dict[str, Path]:
+        step = trainer.global_step
+        directory = self.scratch / "checkpoints" / f"step-{step:012d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / checkpoints.MODEL_FILE
+        save(path)
+        files = {checkpoints.MODEL_FILE: path}
+        metrics = self.metrics_file(trainer)
+        if metrics is not None:
+            copy = directory.parent / f"metrics-{step:012d}.csv"
+            shutil.copyfile(metrics, copy)
+            files["metrics.csv"] = copy
+        return files
+
+    def metrics_file(self, trainer: L.Trainer) -> Path | None:
+        """Rank 0's CSV metrics log, flushed."""
+        if self.world.rank != 0 or trainer.logger is None:
+            return None
+        trainer.logger.save()
+        path = Path(trainer.logger.log_dir or "") / "metrics.csv"
+        return path if path.is_file() else None
+
+    def save(self, trainer: L.Trainer) -> None:
+        """Collective: all ranks save (rank 0 writes), rank 0 publishes in the background."""
+        files = self._stage(trainer, lambda p: trainer.save_checkpoint(p, weights_only=False))
+        self.last_saved_step, self.last_save_time = trainer.global_step, time.monotonic()
+        if self.publisher is not None:
+            self.publisher.submit(files, trainer.global_step, trainer.current_epoch)
+
+    def _agree(self, trainer: L.Trainer, batch_idx: int) -> tuple[bool, bool]:
+        """(stop, checkpoint due), the same on every rank."""
+        step: int = trainer.global_step
+        by_steps = self.every_steps is not None and step % self.every_steps == 0
+        if batch_idx % AGREE_EVERY:
+            return False, by_steps
+        by_time = (
+            self.every_seconds is not None
+            and time.monotonic() - self.last_save_time >= self.every_seconds
+        )
+        flags = torch.tensor([float(PREEMPTED.is_set()), float(by_time)])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control)
+        return bool(flags[0]), by_steps or bool(flags[1])
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        stop, due = self._agree(trainer, batch_idx)
+        if (due or stop) and trainer.global_step != self.last_saved_step:
+            self.save(trainer)
+        self._progress(trainer, outputs)
+        if stop:
+            log.warning("SIGTERM: emergency checkpoint at step %d", trainer.global_step)
+            if self.publisher is not None:
+                self.publisher.drain()
+                last = self.publisher.last
+                log.warning("emergency checkpoint committed: %s", last.key if last else "none")
+            raise Preempted
+
+    def finish(self, trainer: L.Trainer) -> None:
+        """After fit: a final checkpoint (unless the last step has one), then wait for all
+        uploads. Collective."""
+        if trainer.global_step != self.last_saved_step:
+            self.save(trainer)
+        if self.publisher is not None:
+            self.publisher.close()
+            if self.publisher.error is not None and (
+                self.publisher.last is None or self.publisher.last.step != trainer.global_step
+            ):
+                raise RuntimeError(
+                    f"the final checkpoint was not committed: {self.publisher.error}"
+                )
+
+    # per-rank outputs
+
+    def _commit(self, trainer: L.Trainer) -> None:
+        if trainer.sanity_checking:
+            return
+        commit_epoch(
+            self.store,
+            self.outputs,
+            trainer.current_epoch,
+            rank=self.world.rank,
+            world_size=self.world.world_size,
+            attempt=self.attempt,
+            gather=self._gather,
+            barrier=self._barrier,
+        )
+
+    def _gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world.world_size
+        dist.all_gather_object(out, obj, group=self.control)
+        return out
+
+    def _barrier(self) -> None:
+        dist.barrier(group=self.control)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._commit(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._commit(trainer)
+
+    def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._commit(trainer)
+
+    # progress lines readable in `kubectl logs`
+
+    def _progress(self, trainer: L.Trainer, outputs: Any) -> None:
+        step = trainer.global_step
+        every = max(1, trainer.log_every_n_steps)
+        if self.world.rank != 0 or step % every:
+            return
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        total = trainer.max_steps if trainer.max_steps > 0 else "?"
+        rate = (step - self.first_step) / max(time.monotonic() - self.started, 1e-9)
+        loss_text = f" loss {float(loss):.4g}" if loss is not None else ""
+        log.info(
+            "epoch %d step %d/%s%s (%.1f steps/s)",
+            trainer.current_epoch,
+            step,
+            total,
+            loss_text,
+            rate,
+        )

@@ -1,0 +1,188 @@
+"""The checkpoint commit protocol (STORAGE.md): files, then MANIFEST.json, then LATEST.
+
+A checkpoint exists for readers only once its manifest does. Retention deletes an old
+checkpoint's manifest before its files, so a half-deleted checkpoint is never mistaken
+for a whole one. Resume takes the newest committed checkpoint whose files verify.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..storage import ObjectStore, StoreError, join_key
+from ..storage.base import sha256_file
+
+log = logging.getLogger("kctl_train.checkpoints")
+
+PREFIX = "checkpoints"
+MANIFEST = "MANIFEST.json"
+LATEST = join_key(PREFIX, "LATEST")
+MODEL_FILE = "model.ckpt"
+
+
+def checkpoint_key(step: int) -> str:
+    """The directory key of the checkpoint saved at a global step."""
+    return join_key(PREFIX, f"step-{step:012d}")
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    step: int
+    epoch: int
+    attempt: int
+    world_size: int
+    members: list[Member]
+    created: float = field(default_factory=time.time)
+
+    @property
+    def key(self) -> str:
+        return checkpoint_key(self.step)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        raw = json.loads(data)
+        raw["members"] = [Member(**m) for m in raw["members"]]
+        return cls(**raw)
+
+
+def publish(
+    store: ObjectStore,
+    files: dict[str, Path],
+    *,
+    step: int,
+    epoch: int,
+    attempt: int,
+    world_size: int,
+    keep: int,
+) -> Manifest:
+    """Upload a checkpoint's files, commit it with its manifest, point LATEST at it, and
+    apply retention. Returns the manifest."""
+    members = []
+    for name, path in sorted(files.items()):
+        members.append(Member(name, path.stat().st_size, sha256_file(path)))
+        store.put_file(join_key(checkpoint_key(step), name), path)
+    manifest = Manifest(step, epoch, attempt, world_size, members)
+    store.put_bytes(join_key(manifest.key, MANIFEST), manifest.to_json())
+    store.put_bytes(LATEST, manifest.key.encode())
+    retain(store, keep)
+    return manifest
+
+
+def committed(store: ObjectStore) -> list[Manifest]:
+    """Committed checkpoints, newest first. Unreadable manifests are skipped with a warning."""
+    found = []
+    for obj in store.list(PREFIX + "/"):
+        if obj.key.endswith("/" + MANIFEST):
+            try:
+                found.append(Manifest.from_json(store.get_bytes(obj.key)))
+            except (StoreError, ValueError, TypeError, KeyError) as exc:
+                log.warning("ignoring unreadable checkpoint manifest %s: %s", obj.key, exc)
+    return sorted(found, key=lambda m: m.step, reverse=True)
+
+
+def retain(store: ObjectStore, keep: int) -> None:
+    """Delete all but the newest `keep` committed checkpoints, and uncommitted leftovers
+    older than the newest commit (crashed uploads)."""
+    manifests = committed(store)
+    if not manifests:
+        return
+    newest = manifests[0].step
+    keep_keys = {m.key for m in manifests[:keep]}
+    objects = store.list(PREFIX + "/")
+    dirs = {o.key.rsplit("/", 1)[0] for o in objects if o.key != LATEST}
+    for directory in sorted(dirs - keep_keys):
+        step_text = directory.rsplit("-", 1)[-1]
+        if step_text.isdigit() and int(step_text) >= newest:
+            continue  # an upload that may still be in progress
+        store.delete([join_key(directory, MANIFEST)])  # uncommit first
+        store.delete(o.key for o in objects if o.key.startswith(directory + "/"))
+
+
+def fetch(
+    store: ObjectStore, manifest: Manifest, dest: Path, directory: str | None = None
+) -> Path | None:
+    """Download a committed checkpoint's files into dest and verify sizes and sha256.
+    `directory` is the checkpoint's key in `store` (default: its place in a run root).
+    Returns the model file's path, or None (with a warning) when anything is off."""
+    dest.mkdir(parents=True, exist_ok=True)
+    directory = manifest.key if directory is None else directory
+    for member in manifest.members:
+        path = dest / member.name
+        try:
+            store.get_file(join_key(directory, member.name), path)
+        except StoreError as exc:
+            log.warning(
+                "checkpoint %s: %s is unreadable (%s); skipping it", manifest.key, member.name, exc
+            )
+            return None
+        if path.stat().st_size != member.size or sha256_file(path) != member.sha256:
+            log.warning(
+                "checkpoint %s: %s does not match its manifest (corrupt); skipping it",
+                manifest.key,
+                member.name,
+            )
+            return None
+    return dest / MODEL_FILE
+
+
+def newest_verified(store: ObjectStore, dest: Path) -> tuple[Manifest, Path] | None:
+    """The newest committed checkpoint whose files verify, downloaded into dest."""
+    for manifest in committed(store):
+        path = fetch(store, manifest, dest / manifest.key.rsplit("/", 1)[-1])
+        if path is not None:
+            return manifest, path
+    return None
+
+
+class BackgroundPublisher:
+    """Publishes checkpoints on one background thread, so training does not wait for
+    uploads. Rank 0 only. Saves queue in order; `drain` waits for all of them."""
+
+    def __init__(self, publish_fn: Callable[[dict[str, Path], int, int], Manifest]) -> None:
+        self._publish = publish_fn
+        self._queue: queue.Queue[tuple[dict[str, Path], int, int] | None] = queue.Queue()
+        self.last: Manifest | None = None
+        self.error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="checkpoint-publisher", daemon=True)
+        self._thread.start()
+
+    def submit(self, files: dict[str, Path], step: int, epoch: int) -> None:
+        self._queue.put((files, step, epoch))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            files, step, epoch = item
+            try:
+                self.last = self._publish(files, step, epoch)
+                log.info("checkpoint step %d committed (%s)", step, self.last.key)
+            except Exception as exc:  # keep training; the next save retries the store
+                self.error = exc
+                log.warning("publishing checkpoint step %d failed: %s", step, exc)
+            finally:
+                self._queue.task_done()
+
+    def drain(self) -> None:
+        """Wait until every submitted checkpoint is committed or has failed."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self.drain()
+        self._queue.put(None)
+        self._thread.join()

@@ -1,0 +1,87 @@
+"""`kctl-train-runtime`: the trainer image's entrypoint, PID 1 of every replica pod.
+
+Discovers the rank environment the operator injected, then runs torchrun's elastic agent
+in-process with the computed options; the agent starts the workers (the Lightning fit, or
+the user's command) and restarts them in place up to maxRestarts times.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ..render.pytorchjob import nproc_per_node
+from .context import RuntimeConfigError, job_from_env
+from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover
+
+log = logging.getLogger("kctl_train.runtime")
+WORKER_MODULE = "operator_client.runtime.worker"
+
+
+def gpu_count() -> int:
+    import torch
+
+    count: int = torch.cuda.device_count()
+    return count
+
+
+def torchrun_argv(plan: LaunchPlan, command: Sequence[str] | None) -> list[str]:
+    """torchrun's full argument list: the plan's options, then the entry point."""
+    entry = ["--no-python", *command] if command else ["-m", WORKER_MODULE]
+    return [*plan.torchrun_args(), *entry]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `kctl-train-runtime` console script."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s [agent] %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        job = job_from_env(os.environ)
+        plan = discover(
+            os.environ,
+            gpu_count(),
+            Defaults(
+                job_id=job.metadata.name,
+                max_restarts=job.spec.fault.max_restarts,
+                nproc=nproc_per_node(job),
+            ),
+        )
+    except (RuntimeConfigError, RankEnvError) as exc:
+        print(f"kctl-train-runtime: error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(plan, InWorker):
+        from .worker import main as worker_main
+
+        return worker_main()
+    # In-place restarts are unreliable when workers share the rendezvous store (PITFALLS.md).
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    args = torchrun_argv(plan, job.spec.command)
+    log.info("%s: %s", plan.source, " ".join(args))
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    try:
+        run(get_args_parser().parse_args(args))
+    except SignalException as exc:
+        log.warning("agent stopped by signal %s", exc.sigval)
+        return 128 + int(exc.sigval)
+    except ChildFailedError as exc:
+        codes = {f.exitcode for f in exc.failures.values()}
+        log.error(
+            "workers failed: %s",
+            ", ".join(f"rank {r}: exit {f.exitcode}" for r, f in sorted(exc.failures.items())),
+        )
+        return 143 if 143 in codes else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

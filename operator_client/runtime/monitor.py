@@ -1,0 +1,159 @@
+"""GPU resource monitor: samples this node's GPUs through NVML on a background thread.
+
+One CSV per node (`monitor/node-%05d.csv`), uploaded periodically; at the end rank 0
+writes `monitor/summary.csv` with the mean and max of each metric per GPU. On a machine
+without the NVIDIA driver it logs one line and does nothing else. Sampling is a handful
+of NVML queries per GPU every few seconds, off the training thread.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..storage import ObjectStore, join_key
+
+log = logging.getLogger("kctl_train.monitor")
+
+PREFIX = "monitor"
+SUMMARY = join_key(PREFIX, "summary.csv")
+FIELDS = [
+    "time",
+    "gpu",
+    "utilization_pct",
+    "memory_used_mib",
+    "memory_total_mib",
+    "power_w",
+    "temperature_c",
+]
+METRICS = FIELDS[2:]
+
+
+def node_key(node_rank: int) -> str:
+    return join_key(PREFIX, f"node-{node_rank:05d}.csv")
+
+
+Sampler = Callable[[], list[dict[str, float]]]
+
+
+def nvml_sampler() -> Sampler | None:
+    """A function returning one sample per local GPU, or None without a usable driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception as exc:  # NVMLError, missing library: the same answer for the user
+        log.info("GPU monitor off: no NVIDIA driver here (%s)", exc)
+        return None
+    if not handles:
+        log.info("GPU monitor off: the driver reports no GPUs")
+        return None
+
+    def sample() -> list[dict[str, float]]:
+        out = []
+        for i, h in enumerate(handles):
+            util = pynvml.nvmlDeviceGetUtilizationRates(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            out.append(
+                {
+                    "gpu": i,
+                    "utilization_pct": float(util.gpu),
+                    "memory_used_mib": mem.used / 2**20,
+                    "memory_total_mib": mem.total / 2**20,
+                    "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                    "temperature_c": float(
+                        pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
+                    ),
+                }
+            )
+        return out
+
+    return sample
+
+
+class GpuMonitor:
+    """Samples every `interval` seconds; uploads the node's CSV every `upload_every`."""
+
+    def __init__(
+        self,
+        sampler: Sampler,
+        store: ObjectStore,
+        node_rank: int,
+        interval: float,
+        upload_every: float = 60.0,
+    ) -> None:
+        self.sampler, self.store, self.key = sampler, store, node_key(node_rank)
+        self.interval, self.upload_every = interval, upload_every
+        self.rows: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-monitor", daemon=True)
+
+    def start(self) -> GpuMonitor:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        last_upload = time.monotonic()
+        while not self._stop.wait(self.interval):
+            now = time.time()
+            try:
+                self.rows.extend({"time": round(now, 3), **s} for s in self.sampler())
+            except Exception as exc:
+                log.warning("GPU sample failed: %s", exc)
+            if time.monotonic() - last_upload >= self.upload_every:
+                self.upload()
+                last_upload = time.monotonic()
+
+    def upload(self) -> None:
+        try:
+            self.store.put_bytes(self.key, to_csv(self.rows).encode())
+        except Exception as exc:
+            log.warning("GPU monitor upload failed: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.upload()
+
+
+def to_csv(rows: Iterable[dict[str, Any]], fields: list[str] = FIELDS) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def summarize(node_csvs: dict[int, str]) -> list[dict[str, Any]]:
+    """Mean and max of each metric per (node, GPU)."""
+    out = []
+    for node, text in sorted(node_csvs.items()):
+        per_gpu: dict[int, list[dict[str, str]]] = {}
+        for row in csv.DictReader(io.StringIO(text)):
+            per_gpu.setdefault(int(row["gpu"]), []).append(row)
+        for gpu, rows in sorted(per_gpu.items()):
+            summary: dict[str, Any] = {"node": node, "gpu": gpu, "samples": len(rows)}
+            for metric in METRICS:
+                values = [float(r[metric]) for r in rows]
+                summary[f"{metric}_mean"] = round(sum(values) / len(values), 3)
+                summary[f"{metric}_max"] = round(max(values), 3)
+            out.append(summary)
+    return out
+
+
+def write_summary(store: ObjectStore) -> int:
+    """Write monitor/summary.csv from every node's samples; returns the GPUs summarized."""
+    nodes = {
+        int(o.key.rsplit("-", 1)[1].removesuffix(".csv")): store.get_bytes(o.key).decode()
+        for o in store.list(PREFIX + "/node-")
+    }
+    rows = summarize(nodes)
+    if rows:
+        store.put_bytes(SUMMARY, to_csv(rows, list(rows[0])).encode())
+    return len(rows)

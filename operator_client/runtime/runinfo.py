@@ -1,0 +1,66 @@
+"""Run-level objects: the job-wide attempt claim, run.json and the _SUCCESS marker."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from typing import Any
+
+from .. import __version__
+from ..storage import ObjectStore, join_key
+
+ATTEMPTS = "attempts"
+RUN_JSON = "run.json"
+SUCCESS = "_SUCCESS"
+
+
+def claim_attempt(store: ObjectStore, info: dict[str, Any]) -> int:
+    """Claim the next job-wide attempt number with a conditional create: two claimers
+    never get the same number (TORCHELASTIC_RESTART_COUNT is per node, not job-wide)."""
+    taken = [
+        int(o.key.rsplit("/", 1)[-1].removesuffix(".json"))
+        for o in store.list(ATTEMPTS + "/")
+        if o.key.rsplit("/", 1)[-1].removesuffix(".json").isdigit()
+    ]
+    attempt = max(taken, default=0) + 1
+    while True:
+        body = json.dumps({"attempt": attempt, "claimed": time.time(), **info}, sort_keys=True)
+        if store.create_if_absent(join_key(ATTEMPTS, f"{attempt}.json"), body.encode()):
+            return attempt
+        attempt += 1
+
+
+def versions() -> dict[str, str]:
+    """Versions that decide whether a run can be reproduced."""
+    import lightning
+    import torch
+
+    return {
+        "kctl-train": __version__,
+        "torch": torch.__version__,
+        "lightning": lightning.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def write_run_json(
+    store: ObjectStore, spec: dict[str, Any], spec_hash: str, world: dict[str, Any], attempt: int
+) -> None:
+    """run.json: what ran, with which versions, on which world (rank 0, at every start)."""
+    body = {
+        "spec": spec,
+        "specHash": spec_hash,
+        "versions": versions(),
+        "world": world,
+        "attempt": attempt,
+        "started": time.time(),
+    }
+    store.put_bytes(RUN_JSON, json.dumps(body, indent=2, sort_keys=True).encode())
+
+
+def write_success(store: ObjectStore, summary: dict[str, Any]) -> None:
+    """The run's success marker, written last."""
+    store.put_bytes(
+        SUCCESS, json.dumps({"finished": time.time(), **summary}, indent=2, sort_keys=True).encode()
+    )

@@ -1,0 +1,35 @@
+"""Open a store from a URI: the storage section of a job, or a run root."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from .base import ObjectStore, StoreError
+from .keys import join_key
+
+
+def run_root(storage_uri: str, namespace: str, name: str) -> str:
+    """`<storage.uri>/<namespace>/<name>/`: where one job's objects live."""
+    return storage_uri.rstrip("/") + "/" + join_key(namespace, name) + "/"
+
+
+def open_store(
+    uri: str, *, endpoint: str | None = None, region: str | None = None, concurrency: int = 8
+) -> ObjectStore:
+    """A store rooted at `uri` (s3://bucket/prefix/ or file:///path/)."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        from .file import FileStore
+
+        return FileStore(parsed.path)
+    if parsed.scheme == "s3":
+        from .s3 import S3Store
+
+        return S3Store(
+            parsed.netloc,
+            parsed.path.lstrip("/"),
+            endpoint=endpoint,
+            region=region,
+            concurrency=concurrency,
+        )
+    raise StoreError(f"{uri}: unsupported store (use s3:// or file://)")

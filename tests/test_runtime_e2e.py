@@ -1,0 +1,167 @@
+"""The runtime for real: torchrun agents on loopback with the operator's environment,
+gloo, Lightning fits, a moto S3 server or a directory as the store."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client.render import render
+from operator_client.runtime import checkpoints
+from operator_client.spec import load_job_text
+from operator_client.storage import ObjectStore, open_store, run_root
+
+from . import replicas as R
+
+pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
+
+VAL = 240  # validation samples of the example data module
+
+
+def job(
+    name: str,
+    storage: str,
+    *,
+    nodes: str = "2",
+    steps: int = 80,
+    every: int = 20,
+    delay: float = 0.0,
+    keep: int = 3,
+    extra: str = "",
+) -> dict[str, Any]:
+    text = f"""\
+apiVersion: kctl-train/v1alpha1
+kind: TrainingJob
+metadata: {{name: {name}}}
+spec:
+  image: local
+  train:
+    model: operator_client.examples.regression:RegressionModel
+    modelArgs: {{step_delay: {delay}}}
+    data: operator_client.examples.regression:RegressionData
+    trainer: {{max_steps: {steps}, log_every_n_steps: 10}}
+  nodes: {nodes}
+  checkpoint: {{every: {every} steps, keep: {keep}}}
+  storage: {storage}
+{extra}"""
+    return render(load_job_text(text).job)
+
+
+def store_of(manifest: dict[str, Any], uri: str, endpoint: str | None = None) -> ObjectStore:
+    return open_store(run_root(uri, "default", manifest["metadata"]["name"]), endpoint=endpoint)
+
+
+def val_rows(store: ObjectStore) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(store.get_bytes("outputs/val/all.csv").decode())))
+
+
+def assert_each_sample_once_per_epoch(store: ObjectStore) -> None:
+    rows = val_rows(store)
+    per_epoch = Counter((r["epoch"], r["sample"]) for r in rows)
+    assert set(per_epoch.values()) == {1}, [k for k, v in per_epoch.items() if v > 1][:5]
+    epochs = {r["epoch"] for r in rows}
+    assert len(rows) == VAL * len(epochs)
+
+
+def logs(replicas: list[R.Replica]) -> str:
+    return "\n".join(f"--- {r.name}\n{r.text()[-4000:]}" for r in replicas)
+
+
+def test_master_and_worker_fit_to_s3(tmp_path: Path, moto_endpoint: str, bucket: str) -> None:
+    storage = f"{{uri: 's3://{bucket}/runs', endpoint: '{moto_endpoint}', credentialsSecret: s3}}"
+    manifest = job("fixed", storage)
+    secrets = {"s3": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}}
+    reps = R.start(manifest, tmp_path, secrets=secrets)
+    assert R.wait(reps) == [0, 0], logs(reps)
+    store = store_of(manifest, f"s3://{bucket}/runs", moto_endpoint)
+    success = json.loads(store.get_bytes("_SUCCESS"))
+    assert success["step"] == 80
+    assert [m.step for m in checkpoints.committed(store)] == [80, 60, 40]
+    run = json.loads(store.get_bytes("run.json"))
+    assert run["world"] == {"worldSize": 2, "nodes": 2, "processesPerNode": 1}
+    assert {r["rank"] for r in val_rows(store)} == {"0", "1"}
+    assert_each_sample_once_per_epoch(store)
+    assert store.exists("metrics/metrics.csv")
+    assert "PyTorchJob (Master/Worker)" in reps[0].text()
+    assert "\r" not in reps[0].text()  # plain lines for kubectl logs
+
+
+def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+    uri = (tmp_path / "store").as_uri()
+    manifest = job(
+        "elastic", f"{{uri: '{uri}'}}", nodes="{min: 2, max: 2}", steps=160, every=20, delay=0.03
+    )
+    store = store_of(manifest, uri)
+    reps = R.start(manifest, tmp_path)
+    deadline = time.monotonic() + 120
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and all(r.process.poll() is None for r in reps), logs(
+            reps
+        )
+        time.sleep(0.2)
+    pids = R.worker_pids(reps[1])
+    assert pids, logs(reps)
+    os.kill(pids[0], signal.SIGKILL)
+    assert R.wait(reps) == [0, 0], logs(reps)
+    resumed = [line for r in reps for line in r.text().splitlines() if "resuming from" in line]
+    assert resumed, logs(reps)
+    step = int(resumed[0].split("(step ")[1].split(",")[0])
+    assert step > 0  # continued, not restarted from 0
+    attempts = store.list("attempts/")
+    assert len(attempts) == 2
+    assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 160
+    assert_each_sample_once_per_epoch(store)
+
+
+def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Path) -> None:
+    uri = (tmp_path / "store").as_uri()
+    manifest = job(
+        "preempt",
+        f"{{uri: '{uri}'}}",
+        nodes="1",
+        steps=100000,
+        every=100000,
+        delay=0.01,
+        extra="  processesPerNode: 3\n",
+    )
+    store = store_of(manifest, uri)
+    reps = R.start(manifest, tmp_path)
+    deadline = time.monotonic() + 120
+    while "step 30/" not in reps[0].text():
+        assert time.monotonic() < deadline and reps[0].process.poll() is None, logs(reps)
+        time.sleep(0.2)
+    os.kill(reps[0].process.pid, signal.SIGTERM)  # what the kubelet sends PID 1
+    (code,) = R.wait(reps)
+    assert code != 0, logs(reps)
+    committed = checkpoints.committed(store)
+    assert committed and committed[0].step >= 30, logs(reps)
+    assert committed[0].world_size == 3
+    assert not store.exists("_SUCCESS")
+
+
+def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> None:
+    uri = (tmp_path / "store").as_uri()
+    first = job("corrupt", f"{{uri: '{uri}'}}", nodes="1", steps=40, every=20)
+    assert R.wait(
+        R.start(first, tmp_path / "a" if (tmp_path / "a").mkdir() is None else tmp_path)
+    ) == [0]
+    store = store_of(first, uri)
+    assert [m.step for m in checkpoints.committed(store)] == [40, 20]
+    store.put_bytes("checkpoints/step-000000000040/model.ckpt", b"not a checkpoint")
+    second = job("corrupt", f"{{uri: '{uri}'}}", nodes="1", steps=60, every=20)
+    (tmp_path / "b").mkdir()
+    reps = R.start(second, tmp_path / "b")
+    assert R.wait(reps) == [0], logs(reps)
+    text = reps[0].text()
+    assert "step-000000000040: model.ckpt does not match its manifest" in text
+    assert "resuming from checkpoints/step-000000000020 (step 20" in text
+    assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60

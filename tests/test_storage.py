@@ -1,0 +1,90 @@
+"""The object-store interface, run against a directory and against a real S3 API (moto)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from operator_client.storage import (
+    ObjectStore,
+    StoreError,
+    UnsafeKeyError,
+    open_store,
+    safe_relative_path,
+)
+from operator_client.storage.keys import contained_path
+
+
+@pytest.fixture(params=["file", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    if request.param == "file":
+        return open_store((tmp_path / "store").as_uri() + "/")
+    endpoint = request.getfixturevalue("moto_endpoint")
+    bucket = request.getfixturevalue("bucket")
+    return open_store(f"s3://{bucket}/runs/a/", endpoint=endpoint)
+
+
+def test_put_get_list_delete(store: ObjectStore, tmp_path: Path) -> None:
+    store.put_bytes("x/one.txt", b"1")
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"abc" * 1000)
+    store.put_file("x/y/two.bin", src)
+    assert [(o.key, o.size) for o in store.list("x/")] == [("x/one.txt", 1), ("x/y/two.bin", 3000)]
+    assert store.get_bytes("x/one.txt") == b"1"
+    dest = tmp_path / "out" / "two.bin"
+    store.get_file("x/y/two.bin", dest)
+    assert dest.read_bytes() == src.read_bytes()
+    assert store.exists("x/one.txt") and not store.exists("x/one")
+    store.delete(["x/one.txt", "x/missing"])
+    assert [o.key for o in store.list()] == ["x/y/two.bin"]
+    with pytest.raises(StoreError):
+        store.get_bytes("x/one.txt")
+
+
+def test_create_if_absent_is_a_conditional_create(store: ObjectStore) -> None:
+    assert store.create_if_absent("attempts/1.json", b"first")
+    assert not store.create_if_absent("attempts/1.json", b"second")
+    assert store.get_bytes("attempts/1.json") == b"first"
+
+
+def test_unknown_scheme() -> None:
+    with pytest.raises(StoreError, match="unsupported store"):
+        open_store("gs://bucket/x")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "/etc/passwd",
+        "a/../../evil",
+        "a/./b",
+        "a//b",
+        "..",
+        "C:/x",
+        "a\\b",
+        "a\x00b",
+        "\\\\server\\share",
+    ],
+)
+def test_unsafe_keys_are_refused(key: str, tmp_path: Path) -> None:
+    with pytest.raises(UnsafeKeyError):
+        safe_relative_path(key)
+    with pytest.raises(UnsafeKeyError):
+        contained_path(tmp_path, key)
+
+
+def test_symlink_escape_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)
+    with pytest.raises(UnsafeKeyError, match="leaves"):
+        contained_path(root, "link/outside.txt")
+
+
+def test_file_store_refuses_unsafe_keys(tmp_path: Path) -> None:
+    store = open_store(tmp_path.as_uri())
+    with pytest.raises(UnsafeKeyError):
+        store.put_bytes("../escape", b"x")
+    assert not (tmp_path.parent / "escape").exists()
