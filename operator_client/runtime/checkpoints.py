@@ -178,6 +178,11 @@ class BackgroundPublisher:
             finally:
                 self._queue.task_done()
 
+    @property
+    def pending(self) -> int:
+        """Checkpoints submitted and not yet committed or failed."""
+        return self._queue.unfinished_tasks
+
     def drain(self) -> None:
         """Wait until every submitted checkpoint is committed or has failed."""
         self._queue.join()
