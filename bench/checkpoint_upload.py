@@ -2,15 +2,18 @@
 
 A CPU training loop (a small MLP, real forward/backward/optimizer steps) runs on the main
 thread; in the "upload" phase the runtime's BackgroundPublisher publishes a checkpoint of
-SIZE MiB (hash + upload + manifest + retention) to a moto S3 server on loopback, over and
-over. Phases alternate; the median step time of each is compared. Prints; asserts nothing.
+SIZE MiB (hash + upload + manifest + retention) to a moto S3 server on loopback. The server
+runs in its own process, as a remote store would: in-process it would hold our GIL.
+Phases alternate; the median step time of each is compared. Prints; asserts nothing.
 Usage: python bench/checkpoint_upload.py [SIZE_MIB] [STEPS_PER_PHASE]
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,7 +21,6 @@ from pathlib import Path
 
 import boto3
 import torch
-from moto.server import ThreadedMotoServer
 
 from operator_client.runtime import checkpoints
 from operator_client.storage import open_store
@@ -30,11 +32,22 @@ def main() -> None:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(key, "testing")
     os.environ.setdefault("AWS_REGION", "us-east-1")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint)
+    for _ in range(100):
+        try:
+            client.create_bucket(Bucket="bench")
+            break
+        except Exception:
+            time.sleep(0.1)
     store = open_store("s3://bench/run/", endpoint=endpoint)
 
     torch.set_num_threads(1)  # leave the other core to the uploader, as a node would
@@ -75,7 +88,8 @@ def main() -> None:
                 phase.append(step())
             busy += phase
         publisher.close()
-    server.stop()
+    server.terminate()
+    server.wait()
     i, b = statistics.median(idle), statistics.median(busy)
     print(
         f"{uploads} uploads of {size} MiB to moto; median step {i * 1e3:.2f} ms idle, "

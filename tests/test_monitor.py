@@ -17,9 +17,17 @@ def test_samples_upload_and_summary(tmp_path: Path) -> None:
 
     def sampler() -> list[dict[str, float]]:
         v = float(next(values))
-        return [{"gpu": g, "utilization_pct": v + g, "memory_used_mib": 100.0,
-                 "memory_total_mib": 80000.0, "power_w": 300.0 + v,
-                 "temperature_c": 60.0} for g in range(2)]
+        return [
+            {
+                "gpu": g,
+                "utilization_pct": v + g,
+                "memory_used_mib": 100.0,
+                "memory_total_mib": 80000.0,
+                "power_w": 300.0 + v,
+                "temperature_c": 60.0,
+            }
+            for g in range(2)
+        ]
 
     mon = monitor.GpuMonitor(sampler, store, node_rank=3, interval=0.01).start()
     time.sleep(0.2)
