@@ -35,6 +35,9 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/first_step.py
+	$(BIN)/python bench/checkpoint_upload.py
+	$(BIN)/python bench/aggregate.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache .hypothesis

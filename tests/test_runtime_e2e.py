@@ -95,12 +95,19 @@ def test_master_and_worker_fit_to_s3(tmp_path: Path, moto_endpoint: str, bucket:
     assert "\r" not in reps[0].text()  # plain lines for kubectl logs
 
 
-def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Path) -> None:
-    uri = (tmp_path / "store").as_uri()
+def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(
+    tmp_path: Path, moto_endpoint: str, bucket: str
+) -> None:
+    uri = f"s3://{bucket}/runs"
     manifest = job(
-        "elastic", f"{{uri: '{uri}'}}", nodes="{min: 2, max: 2}", steps=160, every=20, delay=0.03
+        "elastic",
+        f"{{uri: '{uri}', endpoint: '{moto_endpoint}'}}",
+        nodes="{min: 2, max: 2}",
+        steps=160,
+        every=20,
+        delay=0.03,
     )
-    store = store_of(manifest, uri)
+    store = store_of(manifest, uri, moto_endpoint)
     reps = R.start(manifest, tmp_path)
     deadline = time.monotonic() + 120
     while not checkpoints.committed(store):
