@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/first_step.py
 	$(BIN)/python bench/checkpoint_upload.py
 	$(BIN)/python bench/aggregate.py
+	$(BIN)/python bench/collect_transfer.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache .hypothesis

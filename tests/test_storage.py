@@ -88,3 +88,19 @@ def test_file_store_refuses_unsafe_keys(tmp_path: Path) -> None:
     with pytest.raises(UnsafeKeyError):
         store.put_bytes("../escape", b"x")
     assert not (tmp_path.parent / "escape").exists()
+
+
+def test_download_many_in_parallel(store: ObjectStore, tmp_path: Path) -> None:
+    from operator_client.storage.transfer import download_many
+
+    for i in range(40):
+        store.put_bytes(f"outputs/rank-{i:05d}.csv", f"row {i}\n".encode() * (i + 1))
+    items = [(f"outputs/rank-{i:05d}.csv", tmp_path / "dl" / f"{i}.csv") for i in range(40)]
+    done: list[str] = []
+    download_many(store, items, concurrency=8, progress=lambda key, path: done.append(key))
+    assert sorted(done) == [k for k, _ in items]
+    for i, (_, path) in enumerate(items):
+        assert path.read_bytes() == f"row {i}\n".encode() * (i + 1)
+    assert not [p for p in (tmp_path / "dl").iterdir() if p.name.startswith(".")]
+    with pytest.raises(StoreError):
+        download_many(store, [("outputs/missing", tmp_path / "x")])

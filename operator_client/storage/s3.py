@@ -94,9 +94,18 @@ class S3Store(ObjectStore):
     def get_file(self, key: str, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        os.close(fd)
         try:
-            self.client.download_file(self.bucket, self._key(key), tmp, Config=self.transfer)
+            # One GET for small objects (download_file would HEAD first); large ones go
+            # through the transfer manager's parallel ranged GETs.
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            if response["ContentLength"] > self.transfer.multipart_threshold:
+                response["Body"].close()
+                os.close(fd)
+                self.client.download_file(self.bucket, self._key(key), tmp, Config=self.transfer)
+            else:
+                with os.fdopen(fd, "wb") as fh:
+                    for chunk in response["Body"].iter_chunks(1 << 20):
+                        fh.write(chunk)
             os.replace(tmp, path)
         except (ClientError, BotoCoreError) as exc:
             os.unlink(tmp)

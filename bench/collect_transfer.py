@@ -1,0 +1,127 @@
+"""Download throughput for collect: kctl-train's parallel transfers vs a sequential boto3
+`download_file` loop, with a raw concurrent-GET ceiling, all against one moto S3 server
+(in its own process) in the same run. Targets: >= 4x for many small files, >= 1.5x for
+one large object. Prints; asserts nothing.
+Usage: python bench/collect_transfer.py [SMALL_FILES] [LARGE_MIB]
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+from operator_client.storage import open_store
+from operator_client.storage.transfer import download_many
+
+CONCURRENCY = 16
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(client, store, keys, d, large_mib):  # type: ignore[no-untyped-def]
+    """(sequential download_file loop, ours, raw concurrent GET) seconds for keys."""
+    (d / "seq").mkdir(parents=True)
+    seq = timed(
+        lambda: [client.download_file("bench", k, str(d / "seq" / Path(k).name)) for k in keys]
+    )
+    ours = timed(
+        lambda: download_many(
+            store,
+            [(k.removeprefix("run/"), d / "ours" / Path(k).name) for k in keys],
+            concurrency=CONCURRENCY,
+        )
+    )
+
+    def get(key: str, byte_range: str | None = None) -> bytes:
+        extra = {"Range": byte_range} if byte_range else {}
+        body: bytes = client.get_object(Bucket="bench", Key=key, **extra)["Body"].read()
+        return body
+
+    def raw() -> None:
+        with ThreadPoolExecutor(CONCURRENCY) as pool:
+            if len(keys) > 1:
+                list(pool.map(get, keys))
+                return
+            size = large_mib << 20
+            part = size // CONCURRENCY
+            ends = [(i + 1) * part - 1 for i in range(CONCURRENCY - 1)] + [size - 1]
+            list(
+                pool.map(lambda i: get(keys[0], f"bytes={i * part}-{ends[i]}"), range(CONCURRENCY))
+            )
+
+    return seq, ours, timed(raw)
+
+
+def main() -> None:
+    small = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    large_mib = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(key, "testing")
+    os.environ.setdefault("AWS_REGION", "us-east-1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, config=Config(max_pool_connections=CONCURRENCY * 2)
+    )
+    for _ in range(100):
+        try:
+            client.create_bucket(Bucket="bench")
+            break
+        except Exception:
+            time.sleep(0.1)
+    small_keys = [f"run/outputs/val/epoch-00000/rank-{i:05d}.csv" for i in range(small)]
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(
+            pool.map(
+                lambda k: client.put_object(Bucket="bench", Key=k, Body=os.urandom(4096)),
+                small_keys,
+            )
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "big"
+        big.write_bytes(os.urandom(large_mib << 20))
+        client.upload_file(str(big), "bench", "run/checkpoints/step-1/model.ckpt")
+        big.unlink()
+        store = open_store("s3://bench/run/", endpoint=endpoint, concurrency=CONCURRENCY)
+        results = {
+            "small": measure(client, store, small_keys, Path(tmp) / "small", large_mib),
+            "large": measure(
+                client, store, ["run/checkpoints/step-1/model.ckpt"], Path(tmp) / "large", large_mib
+            ),
+        }
+    server.terminate()
+    server.wait()
+    targets = {"small": 4.0, "large": 1.5}
+    for name, (seq, ours, ceiling) in results.items():
+        label = f"{small} x 4 KiB files" if name == "small" else f"1 x {large_mib} MiB object"
+        speedup = seq / ours
+        print(
+            f"{label:22} sequential {seq:6.2f} s  kctl-train {ours:6.2f} s  raw concurrent "
+            f"GET {ceiling:6.2f} s  speed-up {speedup:.2f}x (target >= {targets[name]}x: "
+            f"{'met' if speedup >= targets[name] else 'NOT met'}), "
+            f"{ceiling / ours:.2f} of the ceiling"
+        )
+
+
+if __name__ == "__main__":
+    main()
