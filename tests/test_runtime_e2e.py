@@ -158,9 +158,8 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
 def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> None:
     uri = (tmp_path / "store").as_uri()
     first = job("corrupt", f"{{uri: '{uri}'}}", nodes="1", steps=40, every=20)
-    assert R.wait(
-        R.start(first, tmp_path / "a" if (tmp_path / "a").mkdir() is None else tmp_path)
-    ) == [0]
+    (tmp_path / "a").mkdir()
+    assert R.wait(R.start(first, tmp_path / "a")) == [0]
     store = store_of(first, uri)
     assert [m.step for m in checkpoints.committed(store)] == [40, 20]
     store.put_bytes("checkpoints/step-000000000040/model.ckpt", b"not a checkpoint")
@@ -171,4 +170,29 @@ def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> 
     text = reps[0].text()
     assert "step-000000000040: model.ckpt does not match its manifest" in text
     assert "resuming from checkpoints/step-000000000020 (step 20" in text
+    assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60
+
+
+def test_resume_with_a_different_world_size(tmp_path: Path) -> None:
+    uri = (tmp_path / "store").as_uri()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    small = job("resize", f"{{uri: '{uri}'}}", nodes="1", steps=40, every=20)
+    reps = R.start(small, tmp_path / "a")
+    assert R.wait(reps) == [0], logs(reps)
+    larger = job(
+        "resize",
+        f"{{uri: '{uri}'}}",
+        nodes="1",
+        steps=60,
+        every=20,
+        extra="  processesPerNode: 2\n",
+    )
+    reps = R.start(larger, tmp_path / "b")
+    assert R.wait(reps) == [0], logs(reps)
+    assert "resuming from checkpoints/step-000000000040 (step 40, saved by a world of 1)" in (
+        reps[0].text()
+    )
+    store = store_of(larger, uri)
+    assert checkpoints.committed(store)[0].world_size == 2
     assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60
