@@ -11,16 +11,14 @@ Usage: python bench/checkpoint_upload.py [SIZE_MIB] [STEPS_PER_PHASE]
 from __future__ import annotations
 
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import boto3
 import torch
+from moto_process import moto_bucket
 
 from operator_client.runtime import checkpoints
 from operator_client.storage import open_store
@@ -29,25 +27,11 @@ from operator_client.storage import open_store
 def main() -> None:
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 64
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(key, "testing")
-    os.environ.setdefault("AWS_REGION", "us-east-1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint)
-    for _ in range(100):
-        try:
-            client.create_bucket(Bucket="bench")
-            break
-        except Exception:
-            time.sleep(0.1)
+    with moto_bucket("bench") as endpoint:
+        run(endpoint, size, steps)
+
+
+def run(endpoint: str, size: int, steps: int) -> None:
     store = open_store("s3://bench/run/", endpoint=endpoint)
 
     torch.set_num_threads(1)  # leave the other core to the uploader, as a node would
@@ -88,8 +72,6 @@ def main() -> None:
                 phase.append(step())
             busy += phase
         publisher.close()
-    server.terminate()
-    server.wait()
     i, b = statistics.median(idle), statistics.median(busy)
     print(
         f"{uploads} uploads of {size} MiB to moto; median step {i * 1e3:.2f} ms idle, "

@@ -8,8 +8,6 @@ Usage: python bench/collect_transfer.py [SMALL_FILES] [LARGE_MIB]
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,6 +16,7 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
+from moto_process import moto_bucket
 
 from operator_client.storage import open_store
 from operator_client.storage.transfer import download_many
@@ -68,27 +67,14 @@ def measure(client, store, keys, d, large_mib):  # type: ignore[no-untyped-def]
 def main() -> None:
     small = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     large_mib = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(key, "testing")
-    os.environ.setdefault("AWS_REGION", "us-east-1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
+    with moto_bucket("bench") as endpoint:
+        run(endpoint, small, large_mib)
+
+
+def run(endpoint: str, small: int, large_mib: int) -> None:
     client = boto3.client(
         "s3", endpoint_url=endpoint, config=Config(max_pool_connections=CONCURRENCY * 2)
     )
-    for _ in range(100):
-        try:
-            client.create_bucket(Bucket="bench")
-            break
-        except Exception:
-            time.sleep(0.1)
     small_keys = [f"run/outputs/val/epoch-00000/rank-{i:05d}.csv" for i in range(small)]
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         list(
@@ -109,8 +95,6 @@ def main() -> None:
                 client, store, ["run/checkpoints/step-1/model.ckpt"], Path(tmp) / "large", large_mib
             ),
         }
-    server.terminate()
-    server.wait()
     targets = {"small": 4.0, "large": 1.5}
     for name, (seq, ours, ceiling) in results.items():
         label = f"{small} x 4 KiB files" if name == "small" else f"1 x {large_mib} MiB object"
