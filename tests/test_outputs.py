@@ -53,16 +53,17 @@ def rows_of(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text)))
 
 
-def test_three_ranks_every_row_once_in_rank_order(tmp_path: Path) -> None:
-    store = open_store(tmp_path.joinpath("store").as_uri())
-    world = 12  # rank 10 and 11 must sort after 2, numerically
+def commit_ranks(
+    store: Any, scratch: Path, world: int, split: str, rows: Any, epochs: tuple[int, ...] = (0,)
+) -> None:
+    """Every rank records rows(rank, epoch) (None: no rows) and commits each epoch."""
 
     def rank_fn(rank: int, gather: Any, barrier: Any) -> None:
-        outputs = RankOutputs(tmp_path / f"r{rank}", rank)
-        for epoch in (0, 1):
-            # the last row of each file has a comma and a quote, and no rank writes a
-            # trailing newline by hand: rows must never glue together
-            outputs.record("val", epoch, [{"id": f"{rank}-{i}", "note": 'a,"b"'} for i in range(3)])
+        outputs = RankOutputs(scratch / f"rank{rank}", rank)
+        for epoch in epochs:
+            mine = rows(rank, epoch)
+            if mine is not None:
+                outputs.record(split, epoch, mine)
             commit_epoch(
                 store,
                 outputs,
@@ -75,6 +76,22 @@ def test_three_ranks_every_row_once_in_rank_order(tmp_path: Path) -> None:
             )
 
     run_ranks(world, rank_fn)
+
+
+def test_three_ranks_every_row_once_in_rank_order(tmp_path: Path) -> None:
+    store = open_store(tmp_path.joinpath("store").as_uri())
+    world = 12  # rank 10 and 11 must sort after 2, numerically
+
+    # the last field of each row has a comma and a quote, and no rank writes a trailing
+    # newline by hand: rows must never glue together
+    commit_ranks(
+        store,
+        tmp_path,
+        world,
+        "val",
+        lambda rank, epoch: [{"id": f"{rank}-{i}", "note": 'a,"b"'} for i in range(3)],
+        epochs=(0, 1),
+    )
     assert aggregate_all(store, tmp_path / "agg") == {"val": 2 * world * 3}
     rows = rows_of(store.get_bytes("outputs/val/all.csv").decode())
     assert rows[0] == ["epoch", "rank", "id", "note"]
@@ -91,21 +108,9 @@ def test_stale_files_of_a_larger_world_are_never_aggregated(tmp_path: Path) -> N
     store = open_store(tmp_path.joinpath("store").as_uri())
 
     def commit(world: int, tag: str) -> None:
-        def rank_fn(rank: int, gather: Any, barrier: Any) -> None:
-            outputs = RankOutputs(tmp_path / f"{tag}{rank}", rank)
-            outputs.record("val", 0, [{"id": f"{tag}{rank}"}])
-            commit_epoch(
-                store,
-                outputs,
-                0,
-                rank=rank,
-                world_size=world,
-                attempt=1,
-                gather=gather,
-                barrier=barrier,
-            )
-
-        run_ranks(world, rank_fn)
+        commit_ranks(
+            store, tmp_path / tag, world, "val", lambda rank, epoch: [{"id": f"{tag}{rank}"}]
+        )
 
     commit(4, "old")  # epoch 0 with 4 ranks, then a restart with 2 ranks re-runs epoch 0
     commit(2, "new")
@@ -120,15 +125,9 @@ def test_stale_files_of_a_larger_world_are_never_aggregated(tmp_path: Path) -> N
 def test_a_rank_without_rows_contributes_an_empty_member(tmp_path: Path) -> None:
     store = open_store(tmp_path.joinpath("store").as_uri())
 
-    def rank_fn(rank: int, gather: Any, barrier: Any) -> None:
-        outputs = RankOutputs(tmp_path / f"r{rank}", rank)
-        if rank != 1:
-            outputs.record("test", 0, [{"id": rank}])
-        commit_epoch(
-            store, outputs, 0, rank=rank, world_size=3, attempt=1, gather=gather, barrier=barrier
-        )
-
-    run_ranks(3, rank_fn)
+    commit_ranks(
+        store, tmp_path, 3, "test", lambda rank, epoch: None if rank == 1 else [{"id": rank}]
+    )
     aggregate_all(store, tmp_path / "agg")
     rows = rows_of(store.get_bytes("outputs/test/all.csv").decode())
     assert rows == [["epoch", "rank", "id"], ["0", "0", "0"], ["0", "2", "2"]]

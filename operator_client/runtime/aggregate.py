@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import ObjectStore, StoreError, join_key
-from ..storage.base import sha256_file
+from ..storage.base import file_matches
 from .outputs import MANIFEST, PREFIX
 
 AGGREGATE = "all.csv"
@@ -60,7 +60,7 @@ def aggregate_split(
                     store.get_file(member["key"], local)
                 except StoreError as exc:
                     raise AggregateError(f"{member['key']}: {exc}") from exc
-                if local.stat().st_size != member["size"] or sha256_file(local) != member["sha256"]:
+                if not file_matches(local, member["size"], member["sha256"]):
                     raise AggregateError(f"{member['key']} does not match its manifest")
                 rows = _rows(local)
                 first = next(rows, None)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..storage import ObjectStore, StoreError, join_key
-from ..storage.base import sha256_file
+from ..storage.base import file_matches, sha256_file
 
 log = logging.getLogger("kctl_train.checkpoints")
 
@@ -132,7 +132,7 @@ def fetch(
                 "checkpoint %s: %s is unreadable (%s); skipping it", manifest.key, member.name, exc
             )
             return None
-        if path.stat().st_size != member.size or sha256_file(path) != member.sha256:
+        if not file_matches(path, member.size, member.sha256):
             log.warning(
                 "checkpoint %s: %s does not match its manifest (corrupt); skipping it",
                 manifest.key,

@@ -33,7 +33,7 @@ def job_from_env(env: Mapping[str, str]) -> TrainingJob:
         raise RuntimeConfigError(f"{SPEC_ENV} is not a valid TrainingJob: {exc}") from None
 
 
-def default_store_uri(job: TrainingJob) -> str:
+def default_store_uri() -> str:
     """Where a job without spec.storage keeps its objects: a local directory."""
     return Path(tempfile.gettempdir(), "kctl-train-store").as_uri()
 
@@ -41,7 +41,7 @@ def default_store_uri(job: TrainingJob) -> str:
 def store_for(job: TrainingJob) -> ObjectStore:
     """The store rooted at this job's run root."""
     storage = job.spec.storage
-    uri = storage.uri if storage else default_store_uri(job)
+    uri = storage.uri if storage else default_store_uri()
     root = run_root(uri, job.metadata.namespace, job.metadata.name)
     return open_store(
         root,

@@ -64,3 +64,8 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_matches(path: Path, size: int, sha256: str) -> bool:
+    """Whether a downloaded file is exactly what a manifest recorded (size first: cheap)."""
+    return path.stat().st_size == size and sha256_file(path) == sha256
