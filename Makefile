@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   - the main job on the embedded default (for now: validate and render the quickstart)
+#   make demo   - the main job end to end on the local backend: train, collect, report
 #   make test   - lint, type checks and the whole test suite
 PYTHON ?= python3
 VENV := .venv
@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/kctl-train validate examples/quickstart.yaml
-	$(BIN)/kctl-train render examples/quickstart.yaml --output-dir out/quickstart
-	@echo "The PyTorchJob a cluster would get: out/quickstart/quickstart.yaml"
+	$(BIN)/kctl-train apply examples/quickstart.yaml --local --wait
+	@echo
+	@echo "Collected into results/quickstart/:"
+	@ls results/quickstart
+	@echo "Training curves: results/quickstart/report.png"
 
 lint: $(STAMP)
 	$(BIN)/ruff check operator_client tests bench
@@ -41,4 +43,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/collect_transfer.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,15 +1,13 @@
-"""Run a rendered PyTorchJob's replicas as local processes with the operator's environment.
-
-A test fixture (the product's local backend comes later): each replica runs the `pytorch`
-container's command with its env resolved as the kubelet would and the variables the
-training-operator adds, Service hostnames mapped to loopback and a free port.
+"""Run a rendered PyTorchJob's replicas as plain local processes, for runtime tests that
+need to reach into them (kill one worker, signal one agent). The environment and command
+are the local backend's own (operator_client.cluster.local_env); the backend's
+supervisor and lifecycle rules are tested in test_local_backend.py.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,18 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from operator_client.kubeflow import pytorchjob as pj
-from operator_client.kubeflow.operator_env import operator_env
-from operator_client.kubeflow.pod_env import resolve_env
-
-# Variables of the test process that must not leak into a replica.
-_LEAKY = ("PET_", "TORCHELASTIC_", "KCTL_TRAIN_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from operator_client.cluster.lifecycle import replicas_of
+from operator_client.cluster.local_env import container_of, replica_command, replica_env
+from operator_client.cluster.supervisor import free_port
 
 
 @dataclass
@@ -45,32 +34,25 @@ def start(
     manifest: dict[str, Any],
     workdir: Path,
     extra_env: dict[str, str] | None = None,
-    secrets: dict[str, dict[str, str]] | None = None,
 ) -> list[Replica]:
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY)}
     bindir = Path(sys.executable).parent
-    replicas = []
-    for rtype, rspec in manifest["spec"]["pytorchReplicaSpecs"].items():
-        for index in range(int(rspec["replicas"])):
-            name = pj.pod_name(manifest["metadata"]["name"], rtype, index)
-            (container,) = rspec["template"]["spec"]["containers"]
-            env = {
-                **base,
-                **resolve_env(container, pod_ip="127.0.0.1", secrets=secrets or {}),
-                **operator_env(manifest, rtype, index, address=lambda h: "127.0.0.1", port=port),
-                "HOME": str(workdir),
-                "KCTL_TRAIN_SCRATCH": str(workdir / name),
-                **(extra_env or {}),
-            }
-            command = [str(bindir / container["command"][0]), *container["command"][1:]]
-            log = workdir / f"{name}.log"
-            with log.open("wb") as out:
-                process = subprocess.Popen(
-                    command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            replicas.append(Replica(name, process, log))
-    return replicas
+    started = []
+    for replica in replicas_of(manifest):
+        tmp = workdir / replica.name
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = {
+            **replica_env(manifest, replica, port=port, base=os.environ, tmpdir=tmp),
+            **(extra_env or {}),
+        }
+        command = replica_command(container_of(manifest, replica.type), bindir)
+        log = workdir / f"{replica.name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        started.append(Replica(replica.name, process, log))
+    return started
 
 
 def wait(replicas: list[Replica], timeout: float = 180) -> list[int]:

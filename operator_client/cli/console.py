@@ -14,7 +14,8 @@ from ..spec import SpecIssue
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
 
-def _colour() -> bool:
+def colour() -> bool:
+    """Whether stderr gets colour and live displays (a terminal, NO_COLOR unset)."""
     return sys.stderr.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
@@ -23,7 +24,7 @@ def report(issues: Iterable[SpecIssue]) -> None:
     issues = list(issues)
     if not issues:
         return
-    if not _colour():
+    if not colour():
         for issue in issues:
             print(issue, file=sys.stderr)
         return
@@ -43,3 +44,14 @@ def report(issues: Iterable[SpecIssue]) -> None:
 def error(message: str) -> None:
     """Print one error line (not tied to a spec position) to stderr."""
     report([SpecIssue(source="kctl-train", line=0, column=0, path="", message=message)])
+
+
+def warning(message: str) -> None:
+    """Print one warning line (not tied to a spec position) to stderr."""
+    report(
+        [
+            SpecIssue(
+                source="kctl-train", line=0, column=0, path="", message=message, severity="warning"
+            )
+        ]
+    )

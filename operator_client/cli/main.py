@@ -67,7 +67,111 @@ def build_parser() -> argparse.ArgumentParser:
         "the spec model (for yaml-language-server and Helm).",
     )
     schema.set_defaults(handler="schema")
+    _job_commands(sub)
     return parser
+
+
+def _where(cmd: argparse.ArgumentParser) -> None:
+    """kubectl's flags for where a job lives."""
+    cmd.add_argument("-n", "--namespace", help="namespace (default: the job's, or 'default')")
+    cmd.add_argument(
+        "--local",
+        action="store_true",
+        help="the local backend: replicas run as processes on this machine, from the "
+        "installed package (no image is pulled); state in $KCTL_TRAIN_HOME (~/.kctl-train)",
+    )
+    cmd.add_argument("--context", help="kubeconfig context (Kubernetes backend)")
+    cmd.add_argument("--kubeconfig", help="kubeconfig file (Kubernetes backend)")
+
+
+def _collect_flags(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--to", metavar="DIR", help="where results go (default: results/<name>/)")
+
+
+def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    apply = sub.add_parser(
+        "apply",
+        help="run a job; --wait follows it, then collects and reports",
+        description="Render a job file and run it. With --local the rendered PyTorchJob runs "
+        "as local processes with exactly the environment the training-operator gives its "
+        "pods; the image is not pulled, the installed package stands in for it. Storage: "
+        "--storage, else the spec's (an s3:// store only when it answers now), else "
+        "$KCTL_TRAIN_HOME/store. Ctrl-C during --wait stops the job (an emergency "
+        "checkpoint is committed); applying again resumes from the newest checkpoint.",
+    )
+    apply.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
+    _where(apply)
+    apply.add_argument("--wait", action="store_true", help="follow the job until it ends")
+    apply.add_argument(
+        "-f", "--follow", action="store_true", help="with --wait: stream every replica's log"
+    )
+    apply.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
+    )
+    _collect_flags(apply)
+    apply.add_argument(
+        "--no-collect", action="store_true", help="with --wait: do not collect after success"
+    )
+    apply.add_argument("--storage", metavar="URI", help="store to this file:// or s3:// URI")
+    apply.add_argument(
+        "--dry-run",
+        choices=("none", "client", "server"),
+        default="none",
+        help="client: print the manifest only; server: also check it can start, start nothing",
+    )
+    apply.add_argument(
+        "-o", "--output", choices=("name", "yaml", "json"), default="name", help="what to print"
+    )
+    apply.set_defaults(handler="apply")
+
+    status = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
+    status.add_argument("name", nargs="?", metavar="NAME")
+    _where(status)
+    status.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    status.set_defaults(handler="status")
+
+    logs = sub.add_parser("logs", help="the replicas' logs, prefixed [master-0], [worker-0]")
+    logs.add_argument("name", metavar="NAME")
+    _where(logs)
+    logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+    logs.add_argument("--replica", metavar="REPLICA", help="only this replica, e.g. worker-0")
+    logs.set_defaults(handler="logs")
+
+    delete = sub.add_parser(
+        "delete", help="stop a job and remove its record (stored checkpoints stay)"
+    )
+    delete.add_argument("name", metavar="NAME")
+    _where(delete)
+    delete.add_argument("--ignore-not-found", action="store_true")
+    delete.set_defaults(handler="delete")
+
+    collect = sub.add_parser(
+        "collect",
+        help="download a run's newest checkpoint, outputs and metrics, verified",
+        description="Download the newest committed checkpoint (or all), the aggregated "
+        "per-rank outputs (rebuilt when missing), metrics, GPU monitor files and run.json, "
+        "verified against their manifests, then write summary.json and the report. "
+        "Resumable: files already present with matching checksums are skipped.",
+    )
+    collect.add_argument("name", metavar="NAME")
+    _where(collect)
+    _collect_flags(collect)
+    collect.add_argument(
+        "--from",
+        dest="source",
+        metavar="URI",
+        help="the job's storage.uri (s3://bucket/prefix or file:///path), without a job record",
+    )
+    collect.add_argument("--endpoint", metavar="URL", help="with --from: S3 endpoint")
+    collect.add_argument("--all-checkpoints", action="store_true")
+    collect.add_argument("--concurrency", type=int, default=16, metavar="N")
+    collect.set_defaults(handler="collect_cmd")
+
+    report = sub.add_parser(
+        "report", help="training curves (PNG) and a text summary of a collected run"
+    )
+    report.add_argument("target", metavar="NAME|DIR", help="a collected directory or results/NAME")
+    report.set_defaults(handler="report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,13 +179,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Imported after parsing, so --help and --version need no spec machinery.
     from ..spec import SpecError
-    from . import console, spec_commands
+    from . import console
 
+    if args.handler in ("render", "validate", "schema"):
+        from . import spec_commands as commands
+    else:
+        from . import job_commands as commands  # type: ignore[no-redef]
     try:
-        code: int = getattr(spec_commands, args.handler)(args)
+        code: int = getattr(commands, args.handler)(args)
     except SpecError as exc:
         console.report(exc.issues)
         return EXIT_BAD_INPUT
+    except commands_error() as exc:
+        console.error(str(exc))
+        return int(getattr(exc, "code", EXIT_FAILED))
     except KeyboardInterrupt:
         console.error("interrupted")
         return EXIT_INTERRUPTED
@@ -90,6 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return EXIT_OK
     return code
+
+
+def commands_error() -> type[Exception]:
+    """The error type through which command handlers end with a message and exit code."""
+    from .job_commands import CommandError
+
+    return CommandError
 
 
 if __name__ == "__main__":

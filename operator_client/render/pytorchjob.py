@@ -49,6 +49,23 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
     return labels
 
 
+class NotRenderedError(ValueError):
+    """A PyTorchJob that kctl-train did not render (no spec in its container env)."""
+
+
+def job_of(manifest: dict[str, Any]) -> TrainingJob:
+    """The TrainingJob a rendered PyTorchJob carries in its trainer container."""
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        for container in replica["template"]["spec"]["containers"]:
+            for item in container.get("env", []):
+                if item.get("name") == SPEC_ENV and "value" in item:
+                    return TrainingJob.model_validate_json(item["value"])
+    raise NotRenderedError(
+        f"pytorchjob/{manifest['metadata']['name']} was not rendered by kctl-train "
+        f"(no {SPEC_ENV} in its containers)"
+    )
+
+
 def nproc_per_node(job: TrainingJob) -> str:
     """`spec.nprocPerNode`: an explicit count unless the user asked torchrun to detect GPUs.
 

@@ -3,6 +3,10 @@
 Streams rows with a real CSV reader and writer: header once, every row exactly once,
 epochs and ranks in numeric order, an `epoch` and a `rank` column in front. Memory stays
 flat whatever the number of ranks. Used by rank 0 at the end of a run and by collect.
+
+`outputs/<split>/all.csv` is committed like every other unit: its manifest
+(`all.json`: size, sha256, rows and the epoch units it covers) is written after it, so
+collect can verify it and knows when it is stale.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ..storage import ObjectStore, StoreError, join_key
-from ..storage.base import file_matches
+from ..storage.base import file_matches, sha256_file
+from ..storage.keys import UnsafeKeyError, contained_path
 from .outputs import MANIFEST, PREFIX
 
 AGGREGATE = "all.csv"
+AGGREGATE_MANIFEST = "all.json"
 
 
 class AggregateError(Exception):
@@ -55,10 +61,10 @@ def aggregate_split(
         writer = csv.writer(out)
         for manifest in manifests:
             for member in sorted(manifest["members"], key=lambda m: int(m["rank"])):
-                local = scratch / "members" / member["key"]
-                try:
+                try:  # a manifest names its members: still never a path outside scratch
+                    local = contained_path(scratch / "members", member["key"])
                     store.get_file(member["key"], local)
-                except StoreError as exc:
+                except (StoreError, UnsafeKeyError) as exc:
                     raise AggregateError(f"{member['key']}: {exc}") from exc
                 if not file_matches(local, member["size"], member["sha256"]):
                     raise AggregateError(f"{member['key']} does not match its manifest")
@@ -79,11 +85,31 @@ def aggregate_split(
     return Path(tmp), count
 
 
+def covered_units(manifests: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """The (epoch, attempt) pairs an aggregate of these epoch manifests is built from."""
+    return [{"epoch": m["epoch"], "attempt": m["attempt"]} for m in manifests]
+
+
+def aggregate_manifest(split: str, path: Path, rows: int, manifests: list[dict[str, Any]]) -> bytes:
+    """The manifest that commits one split's aggregate file."""
+    body = {
+        "split": split,
+        "rows": rows,
+        "size": path.stat().st_size,
+        "sha256": sha256_file(path),
+        "units": covered_units(manifests),
+    }
+    return json.dumps(body, indent=2, sort_keys=True).encode()
+
+
 def aggregate_all(store: ObjectStore, scratch: Path) -> dict[str, int]:
     """Aggregate every split and publish `outputs/<split>/all.csv`; rows per split."""
     counts = {}
     for split, manifests in sorted(committed_units(store).items()):
         path, counts[split] = aggregate_split(store, split, manifests, scratch)
+        manifest = join_key(PREFIX, split, AGGREGATE_MANIFEST)
+        store.delete([manifest])  # uncommit the previous aggregate before replacing it
         store.put_file(join_key(PREFIX, split, AGGREGATE), path)
+        store.put_bytes(manifest, aggregate_manifest(split, path, counts[split], manifests))
         path.unlink()
     return counts

@@ -19,6 +19,8 @@ from ..spec.model import TrainingJob
 from ..storage import ObjectStore
 from . import checkpoints
 from .context import World
+from .metrics import KEY as METRICS_KEY
+from .metrics import merge as merge_metrics
 from .outputs import RankOutputs, commit_epoch
 
 log = logging.getLogger("kctl_train.runtime")
@@ -46,6 +48,7 @@ class RuntimeCallback(L.Callback):
         attempt: int,
         resumed_step: int,
         control: Any,
+        history: Path | None = None,
     ) -> None:
         self.job, self.world, self.store, self.scratch = job, world, store, scratch
         self.outputs, self.attempt, self.control = outputs, attempt, control
@@ -54,6 +57,8 @@ class RuntimeCallback(L.Callback):
         self.last_saved_step = resumed_step
         self.last_save_time = time.monotonic()
         self.started, self.first_step = time.monotonic(), resumed_step
+        # The metrics log of earlier attempts (rank 0), continued by this one.
+        self.history = history
         self.publisher = checkpoints.BackgroundPublisher(self._publish) if world.rank == 0 else None
 
     # checkpoints
@@ -70,7 +75,8 @@ class RuntimeCallback(L.Callback):
             keep=self.job.spec.checkpoint.keep,
         )
         if metrics is not None:
-            self.store.put_file("metrics/metrics.csv", metrics)
+            self.store.put_file(METRICS_KEY, metrics)
+            metrics.unlink()
         shutil.rmtree(next(iter(files.values())).parent, ignore_errors=True)
         return manifest
 
@@ -89,12 +95,18 @@ class RuntimeCallback(L.Callback):
         return files
 
     def metrics_file(self, trainer: L.Trainer) -> Path | None:
-        """Rank 0's CSV metrics log, flushed."""
+        """Rank 0's metrics log of the whole run so far: earlier attempts' rows, then
+        this attempt's (flushed)."""
         if self.world.rank != 0 or trainer.logger is None:
             return None
         trainer.logger.save()
-        path = Path(trainer.logger.log_dir or "") / "metrics.csv"
-        return path if path.is_file() else None
+        current = Path(trainer.logger.log_dir or "") / "metrics.csv"
+        return merge_metrics(
+            self.history,
+            current if current.is_file() else None,
+            self.scratch / "metrics-merged.csv",
+            self.first_step,
+        )
 
     def save(self, trainer: L.Trainer) -> None:
         """Collective: all ranks save (rank 0 writes), rank 0 publishes in the background."""

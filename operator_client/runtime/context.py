@@ -38,7 +38,7 @@ def default_store_uri() -> str:
     return Path(tempfile.gettempdir(), "kctl-train-store").as_uri()
 
 
-def store_for(job: TrainingJob) -> ObjectStore:
+def store_for(job: TrainingJob, concurrency: int = 8) -> ObjectStore:
     """The store rooted at this job's run root."""
     storage = job.spec.storage
     uri = storage.uri if storage else default_store_uri()
@@ -47,6 +47,7 @@ def store_for(job: TrainingJob) -> ObjectStore:
         root,
         endpoint=storage.endpoint if storage else None,
         region=storage.region if storage else None,
+        concurrency=concurrency,
     )
 
 

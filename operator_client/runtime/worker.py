@@ -17,7 +17,7 @@ from typing import Any
 from ..render.pytorchjob import spec_document, spec_hash
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore, open_store
-from . import checkpoints, monitor, runinfo
+from . import checkpoints, metrics, monitor, runinfo
 from .aggregate import aggregate_all
 from .context import RuntimeConfigError, World, job_from_env, scratch_dir, store_for
 from .outputs import RankOutputs, activate
@@ -147,6 +147,10 @@ def run(job: TrainingJob, world: World) -> int:
             )
     elif world.rank == 0:
         log.info("attempt %d: no committed checkpoint, starting fresh", attempt)
+    history = None
+    if world.rank == 0 and resumed_step and store.exists(metrics.KEY):
+        history = scratch / "metrics-history.csv"
+        store.get_file(metrics.KEY, history)
 
     train = job.spec.train
     assert train is not None  # command jobs never start this worker
@@ -156,7 +160,9 @@ def run(job: TrainingJob, world: World) -> int:
 
     outputs = RankOutputs(scratch / "outputs", world.rank)
     activate(outputs)
-    callback = RuntimeCallback(job, world, store, scratch, outputs, attempt, resumed_step, control)
+    callback = RuntimeCallback(
+        job, world, store, scratch, outputs, attempt, resumed_step, control, history
+    )
     gpu_monitor = None
     if world.local_rank == 0 and job.spec.monitoring.gpu_interval_seconds > 0:
         sampler = monitor.nvml_sampler()
@@ -200,9 +206,9 @@ def run(job: TrainingJob, world: World) -> int:
     if world.rank == 0:
         rows = aggregate_all(store, scratch / "aggregate")
         gpus = monitor.write_summary(store)
-        metrics = callback.metrics_file(trainer)
-        if metrics is not None:
-            store.put_file("metrics/metrics.csv", metrics)
+        metrics_log = callback.metrics_file(trainer)
+        if metrics_log is not None:
+            store.put_file(metrics.KEY, metrics_log)
         runinfo.write_success(
             store,
             {

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+# Called with the number of bytes just transferred.
+Progress = Callable[[int], None]
 
 
 class StoreError(Exception):
@@ -41,8 +44,9 @@ class ObjectStore(ABC):
         """The content of an object; StoreError if it does not exist."""
 
     @abstractmethod
-    def get_file(self, key: str, path: Path) -> None:
-        """Download an object to a local path (written beside it, then renamed)."""
+    def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
+        """Download an object to a local path (written beside it, then renamed);
+        `progress` is called with each chunk's byte count."""
 
     @abstractmethod
     def list(self, prefix: str = "") -> list[ObjectInfo]:
@@ -51,6 +55,10 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, keys: Iterable[str]) -> None:
         """Delete objects; keys that do not exist are ignored."""
+
+    def probe(self) -> None:
+        """Check the store can be reached now (quickly); StoreError saying why not."""
+        self.list("_probe/")
 
     def exists(self, key: str) -> bool:
         """Whether an object with exactly this key exists."""

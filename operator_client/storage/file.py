@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from .base import ObjectInfo, ObjectStore, StoreError
+from .base import ObjectInfo, ObjectStore, Progress, StoreError
 from .keys import contained_path
 
 
@@ -59,14 +59,21 @@ class FileStore(ObjectStore):
         except (FileNotFoundError, IsADirectoryError):
             raise StoreError(f"{self.url}{key}: no such object") from None
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
         source = self._path(key)
         if not source.is_file():
             raise StoreError(f"{self.url}{key}: no such object")
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        os.close(fd)
-        shutil.copyfile(source, tmp)
+        try:
+            with source.open("rb") as src, os.fdopen(fd, "wb") as dst:
+                while block := src.read(1 << 20):
+                    dst.write(block)
+                    if progress is not None:
+                        progress(len(block))
+        except BaseException:
+            os.unlink(tmp)
+            raise
         os.replace(tmp, path)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:

@@ -13,7 +13,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .base import ObjectInfo, ObjectStore, StoreError
+from .base import ObjectInfo, ObjectStore, Progress, StoreError
 from .keys import join_key
 
 _PRECONDITION = {"PreconditionFailed", "ConditionalRequestConflict", "412"}
@@ -50,6 +50,22 @@ class S3Store(ObjectStore):
         self.transfer = TransferConfig(
             max_concurrency=concurrency, multipart_threshold=64 << 20, multipart_chunksize=16 << 20
         )
+
+    def probe(self) -> None:
+        # One short attempt, not the eight patient retries of real transfers.
+        quick = self.client.meta.config.merge(
+            Config(connect_timeout=3, read_timeout=5, retries={"total_max_attempts": 1})
+        )
+        client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.client.meta.endpoint_url,
+            region_name=self.client.meta.region_name,
+            config=quick,
+        )
+        try:
+            client.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
 
     def _key(self, key: str) -> str:
         return join_key(self.prefix, key)
@@ -91,25 +107,31 @@ class S3Store(ObjectStore):
         except (ClientError, BotoCoreError) as exc:
             raise self._fail(key, exc) from exc
 
-    def get_file(self, key: str, path: Path) -> None:
+    def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(fd)
         try:
             # One GET for small objects (download_file would HEAD first); large ones go
             # through the transfer manager's parallel ranged GETs.
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             if response["ContentLength"] > self.transfer.multipart_threshold:
                 response["Body"].close()
-                os.close(fd)
-                self.client.download_file(self.bucket, self._key(key), tmp, Config=self.transfer)
+                self.client.download_file(
+                    self.bucket, self._key(key), tmp, Config=self.transfer, Callback=progress
+                )
             else:
-                with os.fdopen(fd, "wb") as fh:
+                with open(tmp, "wb") as fh:
                     for chunk in response["Body"].iter_chunks(1 << 20):
                         fh.write(chunk)
+                        if progress is not None:
+                            progress(len(chunk))
             os.replace(tmp, path)
-        except (ClientError, BotoCoreError) as exc:
+        except BaseException as exc:
             os.unlink(tmp)
-            raise self._fail(key, exc) from exc
+            if isinstance(exc, ClientError | BotoCoreError):
+                raise self._fail(key, exc) from exc
+            raise
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from .base import ObjectStore
+from .base import ObjectStore, Progress
 
 
 def download_many(
@@ -20,10 +20,14 @@ def download_many(
     *,
     concurrency: int = 16,
     progress: Callable[[str, Path], None] | None = None,
+    on_bytes: Progress | None = None,
 ) -> None:
-    """Download every (key, path); the first failure is raised after the rest finish."""
+    """Download every (key, path); the first failure is raised after the rest finish.
+    `progress` is called per finished file, `on_bytes` per chunk (from worker threads)."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = {pool.submit(store.get_file, key, path): (key, path) for key, path in items}
+        futures = {
+            pool.submit(store.get_file, key, path, on_bytes): (key, path) for key, path in items
+        }
         error: BaseException | None = None
         for future in as_completed(futures):
             exc = future.exception()

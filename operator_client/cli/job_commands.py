@@ -1,0 +1,454 @@
+"""Commands that run jobs and fetch their results: apply, status, logs, delete, collect,
+report. This version runs jobs with the local backend (`--local`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..cluster import lifecycle as lc
+from ..cluster.jobdir import JobDir, home
+from ..cluster.local import LocalBackend, LocalJobError, state_of
+from ..cluster.logs import LogFollower, replica_tag, tail
+from ..kubeflow.webhook import webhook_errors
+from ..render import render as render_job
+from ..render import to_json, to_yaml
+from ..render.pytorchjob import NotRenderedError, job_of
+from ..spec import load_job, load_job_text
+from ..spec.model import Storage, TrainingJob
+from ..storage import StoreError
+from . import console
+from .progress import StatusLine, TrainingProgress, TransferDisplay
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+FAILED_LOG_LINES = 20
+
+
+class CommandError(Exception):
+    """A command cannot go on; `code` is its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _need_local(args: argparse.Namespace) -> None:
+    if not args.local:
+        raise CommandError(
+            f"`kctl-train {args.command}` needs --local in this version: jobs run on this "
+            "machine with the local backend (the Kubernetes backend is not built yet)",
+            EXIT_BAD_INPUT,
+        )
+
+
+def _info(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# apply
+
+
+def _load(args: argparse.Namespace) -> TrainingJob:
+    loaded = load_job_text(sys.stdin.read(), "<stdin>") if args.file == "-" else load_job(args.file)
+    # A local run always has a store (local_storage), so "no storage" does not apply.
+    console.report(w for w in loaded.warnings if not (args.local and w.path == "spec.storage"))
+    job = loaded.job
+    if args.namespace:
+        job = job.model_copy(
+            update={"metadata": job.metadata.model_copy(update={"namespace": args.namespace})}
+        )
+    return job
+
+
+def local_storage(job: TrainingJob, override: str | None) -> tuple[TrainingJob, str | None]:
+    """The job with the store a local run uses, and a warning when it is not the spec's.
+
+    --storage wins; a file:// store is used as it is; an s3:// store when it answers now;
+    otherwise (or with no storage at all) a directory under $KCTL_TRAIN_HOME."""
+    from ..storage import open_store
+
+    fallback = (home() / "store").resolve().as_uri()
+    spec = job.spec.storage
+    note = None
+    if override:
+        storage = Storage(uri=override) if not spec else spec.model_copy(update={"uri": override})
+        storage = Storage.model_validate(storage.model_dump())
+    elif spec is None:
+        storage = Storage(uri=fallback)
+    elif spec.uri.startswith("file://"):
+        storage = spec
+    else:
+        try:
+            open_store(spec.uri, endpoint=spec.endpoint, region=spec.region).probe()
+            storage = spec
+        except StoreError as exc:
+            note = f"storage {spec.uri} is not reachable ({exc}); storing to {fallback} instead"
+            storage = Storage(uri=fallback)
+    updated = job.model_copy(
+        update={"spec": job.spec.model_copy(update={"storage": storage})}, deep=True
+    )
+    return updated, note
+
+
+def apply(args: argparse.Namespace) -> int:
+    """`kctl-train apply`: render, run (--local), follow, collect and report."""
+    job = _load(args)
+    if args.local:
+        try:
+            job, note = local_storage(job, args.storage)
+        except ValueError as exc:
+            raise CommandError(f"--storage: {exc}", EXIT_BAD_INPUT) from None
+        if note:
+            console.warning(note)
+    manifest = render_job(job)
+    problems = webhook_errors(manifest)
+    if problems:
+        raise CommandError(f"internal error, the operator would reject the job: {problems}")
+    name = job.metadata.name
+    if args.dry_run == "client":
+        sys.stdout.write(to_json(manifest) if args.output == "json" else to_yaml(manifest))
+        return EXIT_OK
+    _need_local(args)
+    backend = LocalBackend()
+    try:
+        backend.check(manifest)
+    except LocalJobError as exc:
+        raise CommandError(str(exc), EXIT_BAD_INPUT) from None
+    if args.dry_run == "server":
+        _info(f"pytorchjob/{name} would be started locally (dry run: checked, nothing started)")
+        return EXIT_OK
+    try:
+        jobdir = backend.submit(manifest)
+    except LocalJobError as exc:
+        raise CommandError(str(exc)) from None
+    storage = job.spec.storage
+    resumes = _committed_step(job)
+    if args.output in ("json", "yaml"):
+        body = {**manifest, "status": jobdir.status().get("status", {})}
+        sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
+    else:
+        print(f"pytorchjob.kubeflow.org/{name} created (local)")
+    _info(f"  storage: {storage.uri if storage else '-'}")
+    if resumes is not None:
+        _info(
+            f"  resume:  the store holds a checkpoint at step {resumes}; the run continues from it"
+        )
+    _info(f"  logs:    kctl-train logs {name} --local -f   (files in {jobdir.path / 'logs'})")
+    if not args.wait:
+        _info(f"  status:  kctl-train status {name} --local")
+        return EXIT_OK
+    state = _wait(backend, jobdir, follow=args.follow, timeout=args.timeout)
+    if state is None:
+        _info(f"still running after {args.timeout}s; it goes on: kctl-train status {name} --local")
+        return EXIT_FAILED
+    if state != lc.SUCCEEDED:
+        return _explain_end(jobdir, state, args.file)
+    if args.no_collect:
+        return EXIT_OK
+    dest = Path(args.to or Path("results") / name)
+    return _collect_and_report(job, dest, jobdir, all_checkpoints=False, concurrency=16)
+
+
+def _committed_step(job: TrainingJob) -> int | None:
+    """The newest committed checkpoint's step in the job's store (None: a fresh start)."""
+    from ..runtime.checkpoints import committed
+    from ..runtime.context import store_for
+
+    if job.spec.checkpoint.resume == "never":
+        return None
+    try:
+        found = committed(store_for(job))
+    except StoreError:
+        return None
+    return found[0].step if found else None
+
+
+def _wait(backend: LocalBackend, job: JobDir, *, follow: bool, timeout: float | None) -> str | None:
+    """Follow the job to its end (Ctrl-C stops it); returns its state, None on timeout."""
+    try:
+        return _watch(job, follow=follow, timeout=timeout)
+    except KeyboardInterrupt:
+        pass
+    _info(
+        "\nstopping the job: the replicas commit an emergency checkpoint (Ctrl-C again to kill now)"
+    )
+    backend.stop(job, "stopped by Ctrl-C")
+    try:
+        backend.wait_stopped(job, timeout=float("inf"))
+    except KeyboardInterrupt:
+        backend.stop(job, "killed by a second Ctrl-C", force=True)
+        backend.wait_stopped(job, timeout=30)
+    return state_of(job, job.status())
+
+
+def _watch(job: JobDir, *, follow: bool, timeout: float | None) -> str | None:
+    manifest = job.manifest()
+    name = manifest["metadata"]["name"]
+    pods = [r.name for r in lc.replicas_of(manifest)]
+    follower = LogFollower({replica_tag(name, p): job.log(p) for p in pods})
+    progress = TrainingProgress()
+    line = None if follow else StatusLine()
+    seen: set[tuple[str, str, str]] = set()
+    started = time.monotonic()
+    try:
+        while True:
+            status = job.status()
+            state = state_of(job, status)
+            ended = state in lc.ENDED and not job.supervisor_alive()
+            for tag, text in follower.poll(final=ended):
+                progress.feed(text)
+                if follow:
+                    print(f"[{tag}] {text}", flush=True)
+            for cond in status.get("status", {}).get("conditions", []):
+                key = (cond["type"], cond["reason"], cond["message"])
+                if key not in seen and cond["status"] == "True":
+                    seen.add(key)
+                    message = f"{cond['type']}: {cond['message']}"
+                    if line is not None:
+                        line.print(message)
+                    else:
+                        _info(message)
+            if ended or state == "Unknown":
+                return state
+            if line is not None:
+                elapsed = time.monotonic() - started
+                line.update(f"{state} · {progress.text()} · {elapsed:.0f}s")
+            if timeout and time.monotonic() - started > timeout:
+                return None
+            time.sleep(0.2)
+    finally:
+        if line is not None:
+            line.stop()
+
+
+def _explain_end(job: JobDir, state: str, source: str) -> int:
+    status = job.status()
+    conditions = status.get("status", {}).get("conditions", [])
+    reason = conditions[-1]["message"] if conditions else "the supervisor stopped"
+    if state == "Unknown":
+        reason = f"the local supervisor died; see {job.supervisor_log}"
+    if state == lc.SUSPENDED:
+        _info(f"{state}: {reason}")
+    else:
+        console.error(f"{state}: {reason}")
+    failed = [
+        r for r in status.get("local", {}).get("replicas", []) if r.get("exitCode") not in (None, 0)
+    ]
+    for replica in failed[:1] if state != lc.SUSPENDED else []:
+        _info(f"last lines of {replica['name']} (exit code {replica['exitCode']}):")
+        for text in tail(Path(replica["log"]), FAILED_LOG_LINES):
+            _info(f"  {text}")
+    if state == lc.SUSPENDED:
+        _info(f"committed checkpoints are kept; `kctl-train apply {source} --local` resumes")
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED
+
+
+# collect and report
+
+
+def _collect_and_report(
+    job: TrainingJob, dest: Path, jobdir: JobDir | None, *, all_checkpoints: bool, concurrency: int
+) -> int:
+    from ..collect.collect import CollectError, collect
+    from ..collect.report import write
+    from ..runtime.context import store_for
+
+    describe: dict[str, Any] = {
+        "job": {"name": job.metadata.name, "namespace": job.metadata.namespace}
+    }
+    if jobdir is not None:
+        local = jobdir.status().get("local", {})
+        describe["job"].update(
+            state=local.get("state"), started=local.get("started"), completed=local.get("completed")
+        )
+    store = store_for(job.model_copy(deep=True), concurrency=concurrency)
+    display = TransferDisplay(f"collecting {job.metadata.name}")
+    try:
+        result = collect(
+            store,
+            dest,
+            all_checkpoints=all_checkpoints,
+            concurrency=concurrency,
+            progress=display,
+            describe=describe,
+        )
+    except (CollectError, StoreError) as exc:
+        raise CommandError(str(exc)) from None
+    for problem in result.problems:
+        console.warning(problem)
+    _, _, txt = write(dest)
+    print(f"collected into {dest}/  (summary.json, report.png)")
+    sys.stdout.write(txt.read_text())
+    return EXIT_FAILED if result.problems else EXIT_OK
+
+
+def _job_for_collect(args: argparse.Namespace) -> tuple[TrainingJob, JobDir | None]:
+    namespace = args.namespace or "default"
+    if args.source:
+        from ..spec.model import Metadata, TrainingJob
+
+        spec = {"image": "unknown", "storage": {"uri": args.source}}
+        if args.endpoint:
+            spec["storage"]["endpoint"] = args.endpoint  # type: ignore[index]
+        try:
+            job = TrainingJob.model_validate(
+                {
+                    "apiVersion": "kctl-train/v1alpha1",
+                    "kind": "TrainingJob",
+                    "metadata": Metadata(name=args.name, namespace=namespace).model_dump(),
+                    "spec": spec,
+                }
+            )
+        except ValueError as exc:
+            raise CommandError(f"--from/--endpoint: {exc}", EXIT_BAD_INPUT) from None
+        return job, None
+    if not args.local:
+        raise CommandError(
+            "say where the run is stored: --local (a local job) or --from s3://bucket/prefix",
+            EXIT_BAD_INPUT,
+        )
+    jobdir = _local_job(args)
+    try:
+        return job_of(jobdir.manifest()), jobdir
+    except NotRenderedError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def collect_cmd(args: argparse.Namespace) -> int:
+    """`kctl-train collect`: the run's committed results into a directory, then the report."""
+    job, jobdir = _job_for_collect(args)
+    dest = Path(args.to or Path("results") / job.metadata.name)
+    return _collect_and_report(
+        job, dest, jobdir, all_checkpoints=args.all_checkpoints, concurrency=args.concurrency
+    )
+
+
+def report(args: argparse.Namespace) -> int:
+    """`kctl-train report`: rebuild and print the report of a collected directory."""
+    from ..collect.report import ReportError, write
+
+    target = Path(args.target)
+    directory = target if target.is_dir() else Path("results") / args.target
+    try:
+        _, png, _ = write(directory)
+    except ReportError as exc:
+        raise CommandError(str(exc)) from None
+    sys.stdout.write((directory / "report.txt").read_text())
+    print(f"curves: {png}")
+    return EXIT_OK
+
+
+# status, logs, delete
+
+
+def _local_job(args: argparse.Namespace) -> JobDir:
+    _need_local(args)
+    try:
+        return LocalBackend().get(args.namespace or "default", args.name)
+    except LocalJobError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _age(since: float | None, until: float | None = None) -> str:
+    if not since:
+        return "-"
+    seconds = int((until or time.time()) - since)
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def status(args: argparse.Namespace) -> int:
+    """`kctl-train status`: one job's conditions and replicas, or every local job."""
+    if args.name is None:
+        _need_local(args)
+        jobs = LocalBackend().list(args.namespace)
+        rows = [(d.path.parent.name, n, state_of(d, d.status()), d.status()) for n, d in jobs]
+        if args.output != "text":
+            items = [s for *_, s in rows]
+            listing = {"apiVersion": "v1", "kind": "List", "items": items}
+            sys.stdout.write(to_json(listing) if args.output == "json" else to_yaml(listing))
+            return EXIT_OK
+        print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}AGE")
+        for namespace, name, state, row in rows:
+            started = row.get("local", {}).get("started")
+            print(f"{namespace:<12}{name:<28}{state:<12}{_age(started)}")
+        return EXIT_OK
+    job = _local_job(args)
+    body = job.status()
+    state = state_of(job, body)
+    if args.output != "text":
+        full = {**job.manifest(), "status": body.get("status", {}), "local": body.get("local", {})}
+        sys.stdout.write(to_json(full) if args.output == "json" else to_yaml(full))
+        return EXIT_OK
+    local = body.get("local", {})
+    print(
+        f"pytorchjob/{args.name} (local)  {state}  "
+        f"{_age(local.get('started'), local.get('completed'))}"
+    )
+    print(f"{'REPLICA':<14}{'PHASE':<11}{'RESTARTS':<10}{'EXIT':<6}{'PID':<9}LOG")
+    name = job.manifest()["metadata"]["name"]
+    for r in local.get("replicas", []):
+        exit_code = "-" if r.get("exitCode") is None else str(r["exitCode"])
+        print(
+            f"{replica_tag(name, r['name']):<14}{r['phase']:<11}{r['restarts']:<10}"
+            f"{exit_code:<6}{r.get('pid') or '-'!s:<9}{r['log']}"
+        )
+    for cond in body.get("status", {}).get("conditions", []):
+        when = cond["lastTransitionTime"]
+        flag = "" if cond["status"] == "True" else " (no longer)"
+        print(f"  {when}  {cond['type']}{flag}: {cond['message']}")
+    progress = TrainingProgress()
+    for r in local.get("replicas", []):
+        for text in tail(Path(r["log"]), 200):
+            progress.feed(text)
+    if progress.step:
+        print(f"progress: {progress.text()}")
+    return EXIT_OK if state != "Unknown" else EXIT_FAILED
+
+
+def logs(args: argparse.Namespace) -> int:
+    """`kctl-train logs`: every replica's log with a [replica] prefix (-f: follow)."""
+    job = _local_job(args)
+    manifest = job.manifest()
+    name = manifest["metadata"]["name"]
+    pods = {replica_tag(name, r.name): job.log(r.name) for r in lc.replicas_of(manifest)}
+    if args.replica:
+        if args.replica not in pods:
+            raise CommandError(
+                f"no replica {args.replica!r}; the job has {', '.join(pods)}", EXIT_BAD_INPUT
+            )
+        pods = {args.replica: pods[args.replica]}
+    prefix = len(pods) > 1
+    follower = LogFollower(pods)
+    while True:
+        ended = state_of(job, job.status()) in (*lc.ENDED, "Unknown") and not job.supervisor_alive()
+        for tag, text in follower.poll(final=ended or not args.follow):
+            print(f"[{tag}] {text}" if prefix else text, flush=True)
+        if ended or not args.follow:
+            return EXIT_OK
+        time.sleep(0.2)
+
+
+def delete(args: argparse.Namespace) -> int:
+    """`kctl-train delete`: stop a local job and remove its record (stored data stays)."""
+    _need_local(args)
+    backend = LocalBackend()
+    job = backend.job(args.namespace or "default", args.name)
+    if not job.exists():
+        if args.ignore_not_found:
+            return EXIT_OK
+        raise CommandError(f"no local job {args.namespace or 'default'}/{args.name}")
+    running = job.supervisor_alive()
+    if running:
+        _info(f"stopping {args.name}: SIGTERM to its replicas, then SIGKILL after the grace period")
+    try:
+        backend.delete(job)
+    except LocalJobError as exc:
+        raise CommandError(str(exc)) from None
+    print(f"pytorchjob.kubeflow.org/{args.name} deleted (local)")
+    return EXIT_OK

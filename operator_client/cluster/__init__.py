@@ -1,0 +1,1 @@
+"""Where rendered PyTorchJobs run: the local backend (processes on this machine)."""

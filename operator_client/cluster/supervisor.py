@@ -1,0 +1,319 @@
+"""The local backend's supervisor: one detached process per local job that runs its
+replicas as processes and applies the operator's lifecycle rules (lifecycle.py) to them.
+
+Started by `kctl-train apply --local` as `python -m operator_client.cluster.supervisor
+JOB_DIR`; it outlives the command so that `status`, `logs` and `delete` work from any
+terminal. SIGTERM stops the job gracefully (like deleting its pods: SIGTERM to each
+replica, SIGKILL after terminationGracePeriodSeconds); SIGINT kills at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..kubeflow import pytorchjob as pj
+from ..kubeflow.pod_env import PodEnvError
+from . import lifecycle as lc
+from .jobdir import JobDir, write_json
+from .local_env import LOOPBACK, container_of, replica_command, replica_env
+
+POLL_SECONDS = 0.2
+# A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5 min).
+RESTART_DELAY = (1.0, 30.0)
+# After the job succeeded, replicas that are finishing on their own get this long.
+SETTLE_SECONDS = 3.0
+
+
+def rfc3339(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def free_port() -> int:
+    """A port nothing listens on now: the job's rendezvous port."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+class Supervisor:
+    def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
+        self.job = job
+        self.manifest = job.manifest()
+        self.policy = lc.Policy.from_manifest(self.manifest)
+        self.replicas = {r.name: r for r in lc.replicas_of(self.manifest)}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.restart_at: dict[str, float] = {}
+        self.conditions: list[lc.Condition] = []
+        self.counted_restarts = 0
+        self.port = free_port()
+        self.started = time.time()
+        self.completed: float | None = None
+        self.env = dict(env)
+        self.bindir = Path(sys.executable).parent
+        self.stop_requested = False
+        self.kill_requested = False
+        self._written: dict[str, Any] | None = None
+
+    # signals
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.stop_requested = True
+
+    def _on_int(self, signum: int, frame: object) -> None:
+        self.stop_requested = self.kill_requested = True
+
+    # the job
+
+    def run(self) -> int:
+        """Supervise the job to its end; returns 0 (the job's outcome is in its status)."""
+        lock = self.job.hold_lock()
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_int)
+        name = self.policy.job
+        self._condition(lc.CREATED, f"{pj.KIND}Created", f"{pj.KIND} {name} is created.")
+        try:
+            for replica in self.replicas.values():
+                self._start(replica)
+        except (PodEnvError, OSError) as exc:
+            self._finish(lc.FAILED, "InvalidReplica", f"cannot start a replica: {exc}")
+            self._terminate(list(self.procs))
+            self._write()
+            return 0
+        self._condition(lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {name} is running.")
+        while not self._finished():
+            self._reap()
+            self._restart_due()
+            self._check_deadline()
+            if self.stop_requested and not self._finished():
+                self._finish(lc.SUSPENDED, "Stopped", self._stop_reason())
+            self._write()
+            time.sleep(POLL_SECONDS)
+        self._clean_up()
+        self._write()
+        os.close(lock)
+        return 0
+
+    def _finished(self) -> bool:
+        return lc.current(self.conditions) in lc.ENDED
+
+    def _stop_reason(self) -> str:
+        try:
+            reason = self.job.stop_file.read_text().strip()
+        except FileNotFoundError:
+            reason = ""
+        return reason or "stopped by a signal"
+
+    def _condition(self, type_: str, reason: str, message: str) -> None:
+        self.conditions = lc.set_condition(self.conditions, type_, reason, message, time.time())
+
+    def _finish(self, type_: str, reason: str, message: str) -> None:
+        self._condition(type_, reason, message)
+        self.restart_at.clear()
+        self.completed = time.time()
+
+    # replicas
+
+    def _start(self, replica: lc.Replica) -> None:
+        container = container_of(self.manifest, replica.type)
+        tmp = self.job.tmp(replica.name)
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = replica_env(self.manifest, replica, port=self.port, base=self.env, tmpdir=tmp)
+        # The caller's directory plays the image's WORKDIR: its modules are importable.
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.getcwd(), self.env.get("PYTHONPATH", "")) if p
+        )
+        command = replica_command(container, self.bindir)
+        log = self.job.log(replica.name)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            self.procs[replica.name] = subprocess.Popen(
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the container's processes
+            )
+        self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE, exit_code=None)
+
+    def _note(self, name: str, text: str) -> None:
+        with self.job.log(name).open("a") as fh:
+            fh.write(f"--- kctl-train local: {text} ---\n")
+
+    def _ended(self, name: str, returncode: int) -> lc.Replica:
+        proc = self.procs.pop(name)
+        with contextlib.suppress(ProcessLookupError):  # the container's processes go with it
+            os.killpg(proc.pid, signal.SIGKILL)
+        code = lc.exit_status(returncode)
+        phase = lc.DONE if code == 0 else lc.CRASHED
+        replica = replace(self.replicas[name], phase=phase, exit_code=code)
+        self.replicas[name] = replica
+        return replica
+
+    def _reap(self) -> None:
+        for name, proc in list(self.procs.items()):
+            returncode = proc.poll()
+            if returncode is None:
+                continue
+            replica = self._ended(name, returncode)
+            if self._finished():
+                continue
+            decision = lc.on_exit(
+                self.policy,
+                self.replicas.values(),
+                replica,
+                replica.exit_code or 0,
+                self.counted_restarts,
+            )
+            if decision.restart:
+                self.counted_restarts += decision.counted
+                restarts = replica.restarts + 1
+                delay = min(RESTART_DELAY[0] * 2 ** (restarts - 1), RESTART_DELAY[1])
+                self.replicas[name] = replace(replica, restarts=restarts, phase=lc.PENDING)
+                self.restart_at[name] = time.monotonic() + delay
+                self._note(
+                    name, f"exited with code {replica.exit_code}; restart {restarts} in {delay:g}s"
+                )
+            if decision.condition in lc.ENDED:
+                self._finish(decision.condition or "", decision.reason, decision.message)
+            elif decision.condition:
+                self._condition(decision.condition, decision.reason, decision.message)
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for name, due in sorted(self.restart_at.items()):
+            if due <= now:
+                del self.restart_at[name]
+                try:
+                    self._start(self.replicas[name])
+                except (PodEnvError, OSError) as exc:
+                    self._finish(lc.FAILED, "InvalidReplica", f"cannot restart {name}: {exc}")
+                    return
+        if not self.restart_at and lc.current(self.conditions) == lc.RESTARTING:
+            self._condition(
+                lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {self.policy.job} is running."
+            )
+
+    def _check_deadline(self) -> None:
+        decision = lc.deadline_exceeded(self.policy, self.started, time.time())
+        if decision is not None and not self._finished():
+            self._finish(decision.condition or lc.FAILED, decision.reason, decision.message)
+
+    def _terminate(self, names: list[str], settle: float = 0.0) -> None:
+        """Stop replicas as pod deletion does: SIGTERM to the main process, SIGKILL to
+        all of its processes after the grace period (at once after a second Ctrl-C)."""
+        deadline = time.monotonic() + settle
+        while settle and time.monotonic() < deadline and any(n in self.procs for n in names):
+            self._reap()
+            time.sleep(POLL_SECONDS)
+        for name in names:
+            if name in self.procs:
+                with contextlib.suppress(ProcessLookupError):
+                    self.procs[name].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.policy.grace_seconds
+        while any(n in self.procs for n in names) and time.monotonic() < deadline:
+            if self.kill_requested:
+                break
+            self._reap()
+            self._write()
+            time.sleep(POLL_SECONDS)
+        for name in names:
+            if name in self.procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.procs[name].pid, signal.SIGKILL)
+                self._ended(name, self.procs[name].wait())
+
+    def _clean_up(self) -> None:
+        """What cleanPodPolicy leaves running is left running; a stop ends everything."""
+        state = lc.current(self.conditions)
+        running = list(self.procs)
+        if state == lc.SUSPENDED or self.policy.clean_pods in ("Running", "All"):
+            self._terminate(running, settle=SETTLE_SECONDS if state == lc.SUCCEEDED else 0.0)
+        else:
+            self._write()
+            while self.procs and not self.stop_requested:  # cleanPodPolicy None
+                self._reap()
+                self._write()
+                time.sleep(POLL_SECONDS)
+            self._terminate(list(self.procs))
+        for name in self.replicas:  # the pods' emptyDirs go with the pods
+            shutil.rmtree(self.job.tmp(name).parent, ignore_errors=True)
+
+    # status
+
+    def status(self) -> dict[str, Any]:
+        """The status.json body: the PyTorchJob's status plus local detail."""
+        meta = self.manifest["metadata"]
+        return {
+            "apiVersion": self.manifest["apiVersion"],
+            "kind": self.manifest["kind"],
+            "metadata": {"name": meta["name"], "namespace": meta.get("namespace", "default")},
+            "status": {
+                "conditions": [
+                    {
+                        "type": c.type,
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastTransitionTime": rfc3339(c.time),
+                    }
+                    for c in self.conditions
+                ],
+                "replicaStatuses": lc.replica_statuses(self.replicas.values()),
+                "startTime": rfc3339(self.started),
+                "completionTime": rfc3339(self.completed),
+            },
+            "local": {
+                "state": lc.current(self.conditions),
+                "supervisorPid": os.getpid(),
+                "port": self.port,
+                "workdir": os.getcwd(),
+                "countedRestarts": self.counted_restarts,
+                "started": self.started,
+                "completed": self.completed,
+                "replicas": [
+                    {
+                        "name": r.name,
+                        "type": r.type,
+                        "index": r.index,
+                        "phase": r.phase,
+                        "restarts": r.restarts,
+                        "exitCode": r.exit_code,
+                        "pid": self.procs[r.name].pid if r.name in self.procs else None,
+                        "log": str(self.job.log(r.name)),
+                    }
+                    for r in self.replicas.values()
+                ],
+            },
+        }
+
+    def _write(self) -> None:
+        body = self.status()
+        if body != self._written:
+            write_json(self.job.status_file, body)
+            self._written = body
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: `python -m operator_client.cluster.supervisor JOB_DIR`."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m operator_client.cluster.supervisor JOB_DIR", file=sys.stderr)
+        return 2
+    return Supervisor(JobDir(Path(args[0])), os.environ).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

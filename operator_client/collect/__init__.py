@@ -1,0 +1,1 @@
+"""Collect a run's committed results from its store into a local directory, and report."""

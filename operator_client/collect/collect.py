@@ -1,0 +1,307 @@
+"""`kctl-train collect`: download a run's committed units, verified, into a directory.
+
+What is collected (STORAGE.md layout, same relative paths locally):
+- the newest committed checkpoint whose files verify (or every committed one), with its
+  MANIFEST.json; a newer one that fails verification is reported and skipped;
+- each split's aggregate `outputs/<split>/all.csv` when its manifest (all.json) covers
+  every committed epoch, otherwise rebuilt here from the committed per-rank files;
+- metrics, GPU monitor files, run.json, attempts and the _SUCCESS marker;
+- and `summary.json` describing all of it.
+
+Every key is checked before anything is written (no absolute, `..`, backslash, NUL or
+colliding keys; containment after resolving). Files go to a hidden name beside their
+target, are verified, then renamed: a partial or corrupt file never has its final name.
+Files already present with a matching checksum are skipped, so an interrupted collect
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..runtime import checkpoints, monitor, runinfo
+from ..runtime.aggregate import (
+    AGGREGATE,
+    AGGREGATE_MANIFEST,
+    AggregateError,
+    aggregate_manifest,
+    aggregate_split,
+    committed_units,
+    covered_units,
+)
+from ..runtime.metrics import KEY as METRICS_KEY
+from ..runtime.outputs import PREFIX as OUTPUTS
+from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
+from ..storage.base import ObjectInfo, file_matches
+from ..storage.keys import contained_path
+from ..storage.transfer import download_many
+
+SUMMARY = "summary.json"
+SCRATCH = ".kctl-train-tmp"
+
+
+class CollectError(Exception):
+    """Nothing could be collected safely; the message says why."""
+
+
+class TransferProgress(Protocol):
+    """What collect reports while it downloads (a rich bar on a terminal, lines otherwise)."""
+
+    def add(self, files: int, total_bytes: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def file_done(self, key: str) -> None: ...
+    def finish(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Item:
+    """One object to download: where it goes and what it must match."""
+
+    key: str
+    size: int | None
+    sha256: str | None = None
+
+
+@dataclass
+class Result:
+    """What a collect did: the summary written to summary.json, and its problems."""
+
+    summary: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+
+
+def destinations(dest: Path, keys: list[str]) -> dict[str, Path]:
+    """Each key's local path under dest; CollectError listing every unsafe or colliding key."""
+    errors, paths = [], {}
+    for key in keys:
+        try:
+            paths[key] = contained_path(dest, key)
+        except UnsafeKeyError as exc:
+            errors.append(str(exc))
+    seen: dict[str, str] = {}
+    for key, path in paths.items():
+        folded = str(path).casefold()  # one file on case-insensitive disks
+        if folded in seen and seen[folded] != key:
+            errors.append(f"keys {seen[folded]!r} and {key!r} map to the same local file")
+        seen.setdefault(folded, key)
+    parents = {str(p).casefold(): key for key, path in paths.items() for p in path.parents}
+    for key, path in paths.items():
+        other = parents.get(str(path).casefold())
+        if other is not None:
+            errors.append(f"key {key!r} is a file, but {other!r} needs it to be a directory")
+    if errors:
+        raise CollectError(
+            "refusing to collect: the store holds keys that are not safe local paths:\n  "
+            + "\n  ".join(errors)
+        )
+    return paths
+
+
+class _Downloader:
+    """Verified, resumable downloads into dest."""
+
+    def __init__(
+        self, store: ObjectStore, dest: Path, concurrency: int, progress: TransferProgress | None
+    ) -> None:
+        self.store, self.dest, self.concurrency, self.progress = store, dest, concurrency, progress
+        self.fetched = self.skipped = self.bytes = 0
+        self._lock = threading.Lock()
+
+    def _on_bytes(self, nbytes: int) -> None:
+        with self._lock:
+            self.bytes += nbytes
+        if self.progress is not None:
+            self.progress.advance(nbytes)
+
+    def fetch(self, items: list[Item]) -> list[tuple[Item, str]]:
+        """Download items not already present; returns (item, problem) for each that
+        does not match what it should be (its file is not kept under its final name)."""
+        paths = destinations(self.dest, [i.key for i in items])
+        todo = []
+        for item in items:
+            path = paths[item.key]
+            if item.sha256 and path.is_file() and file_matches(path, item.size or 0, item.sha256):
+                self.skipped += 1
+                continue
+            todo.append(item)
+        if self.progress is not None:
+            self.progress.add(len(todo), sum(i.size or 0 for i in todo))
+        partial = {i.key: paths[i.key].with_name(f".{paths[i.key].name}.partial") for i in todo}
+        done = self.progress.file_done if self.progress is not None else None
+        download_many(
+            self.store,
+            [(i.key, partial[i.key]) for i in todo],
+            concurrency=self.concurrency,
+            progress=(lambda key, path: done(key)) if done else None,
+            on_bytes=self._on_bytes,
+        )
+        bad = []
+        for item in todo:
+            tmp = partial[item.key]
+            problem = _mismatch(tmp, item)
+            if problem:
+                tmp.unlink()
+                bad.append((item, problem))
+                continue
+            os.replace(tmp, paths[item.key])
+            self.fetched += 1
+        return bad
+
+
+def _mismatch(path: Path, item: Item) -> str | None:
+    size = path.stat().st_size
+    if item.size is not None and size != item.size:
+        return f"{item.key}: {size} bytes, expected {item.size}"
+    if item.sha256 and not file_matches(path, size, item.sha256):
+        return f"{item.key}: sha256 does not match its manifest (corrupt or changed)"
+    return None
+
+
+def _checkpoint_items(manifest: checkpoints.Manifest, listing: dict[str, ObjectInfo]) -> list[Item]:
+    manifest_key = join_key(manifest.key, checkpoints.MANIFEST)
+    listed = listing.get(manifest_key)
+    return [
+        *(Item(join_key(manifest.key, m.name), m.size, m.sha256) for m in manifest.members),
+        Item(manifest_key, listed.size if listed else None),
+    ]
+
+
+def _collect_checkpoints(
+    committed: list[checkpoints.Manifest],
+    down: _Downloader,
+    listing: dict[str, ObjectInfo],
+    all_checkpoints: bool,
+    problems: list[str],
+) -> list[dict[str, Any]]:
+    collected = []
+    for manifest in committed:
+        bad = down.fetch(_checkpoint_items(manifest, listing))
+        if bad:
+            problems.extend(problem for _, problem in bad)
+            problems.append(f"checkpoint {manifest.key} failed verification; skipped")
+            continue
+        collected.append(
+            {
+                "key": manifest.key,
+                "step": manifest.step,
+                "epoch": manifest.epoch,
+                "attempt": manifest.attempt,
+                "worldSize": manifest.world_size,
+                "path": manifest.key,
+                "files": [m.name for m in manifest.members],
+            }
+        )
+        if not all_checkpoints:
+            break
+    return collected
+
+
+def _collect_outputs(
+    store: ObjectStore, down: _Downloader, dest: Path, problems: list[str]
+) -> dict[str, Any]:
+    outputs: dict[str, Any] = {}
+    for split, manifests in sorted(committed_units(store).items()):
+        key = join_key(OUTPUTS, split, AGGREGATE)
+        manifest_key = join_key(OUTPUTS, split, AGGREGATE_MANIFEST)
+        entry: dict[str, Any] = {"path": key, "epochs": [m["epoch"] for m in manifests]}
+        try:
+            committed = json.loads(store.get_bytes(manifest_key))
+        except (StoreError, ValueError):
+            committed = None
+        if committed is not None and committed.get("units") == covered_units(manifests):
+            bad = down.fetch([Item(key, committed["size"], committed["sha256"])])
+            if not bad:
+                down.fetch([Item(manifest_key, None)])
+                outputs[split] = {**entry, "rows": committed["rows"], "rebuilt": False}
+                continue
+            problems.extend(problem for _, problem in bad)
+        # Rank 0 did not write a current aggregate (the job failed or still runs): rebuild.
+        (path,) = destinations(dest, [key]).values()
+        scratch = dest / SCRATCH / "aggregate"
+        try:
+            built, rows = aggregate_split(store, split, manifests, scratch)
+        except AggregateError as exc:
+            problems.append(f"outputs/{split}: cannot rebuild the aggregate: {exc}")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / AGGREGATE_MANIFEST).write_bytes(
+            aggregate_manifest(split, built, rows, manifests)
+        )
+        os.replace(built, path)
+        outputs[split] = {**entry, "rows": rows, "rebuilt": True}
+    return outputs
+
+
+def collect(
+    store: ObjectStore,
+    dest: Path,
+    *,
+    all_checkpoints: bool = False,
+    concurrency: int = 16,
+    progress: TransferProgress | None = None,
+    describe: dict[str, Any] | None = None,
+) -> Result:
+    """Collect a run root into dest and write dest/summary.json. `describe` adds fields
+    (the job's name, namespace, state) to the summary."""
+    started = time.time()
+    listing = {o.key: o for o in store.list()}
+    if not listing:
+        raise CollectError(
+            f"nothing is stored at {store.url}: has the job started, and is the storage right?"
+        )
+    plain = sorted(
+        key
+        for key in listing
+        if key in (runinfo.RUN_JSON, runinfo.SUCCESS, METRICS_KEY)
+        or key.startswith((runinfo.ATTEMPTS + "/", monitor.PREFIX + "/"))
+    )
+    committed = checkpoints.committed(store)
+    # Refuse unsafe keys before the first byte is written.
+    destinations(dest, plain + [i.key for m in committed for i in _checkpoint_items(m, listing)])
+    dest.mkdir(parents=True, exist_ok=True)
+    down = _Downloader(store, dest, concurrency, progress)
+    problems: list[str] = []
+    try:
+        ckpts = _collect_checkpoints(committed, down, listing, all_checkpoints, problems)
+        outputs = _collect_outputs(store, down, dest, problems)
+        problems.extend(p for _, p in down.fetch([Item(k, listing[k].size) for k in plain]))
+    finally:
+        if progress is not None:
+            progress.finish()
+        shutil.rmtree(dest / SCRATCH, ignore_errors=True)
+
+    success = _json(dest / runinfo.SUCCESS) if runinfo.SUCCESS in listing else None
+    attempts = [k for k in plain if k.startswith(runinfo.ATTEMPTS + "/")]
+    summary = {
+        **(describe or {}),
+        "store": store.url,
+        "collectedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "complete": success is not None,
+        "success": success,
+        "checkpoints": ckpts,
+        "committedCheckpoints": [m.step for m in committed],
+        "outputs": outputs,
+        "metrics": METRICS_KEY if METRICS_KEY in listing else None,
+        "monitor": [k for k in plain if k.startswith(monitor.PREFIX + "/")],
+        "run": runinfo.RUN_JSON if runinfo.RUN_JSON in listing else None,
+        "attempts": len(attempts),
+        "restarts": max(0, len(attempts) - 1),
+        "files": {"downloaded": down.fetched, "skipped": down.skipped, "bytes": down.bytes},
+        "problems": problems,
+    }
+    (dest / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return Result(summary, problems)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

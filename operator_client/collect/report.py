@@ -1,0 +1,231 @@
+"""`kctl-train report`: training curves (PNG) and a short text summary of a collected run.
+
+Reads only the collected directory: summary.json, metrics/metrics.csv (Lightning's CSV
+log: one row per logging step, empty cells for metrics not logged at that step),
+monitor/node-*.csv, attempts/ and _SUCCESS. matplotlib runs headless (Agg).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..runtime import monitor, runinfo
+from ..runtime.metrics import KEY as METRICS_KEY
+from .collect import SUMMARY
+
+PNG, TEXT = "report.png", "report.txt"
+
+
+class ReportError(Exception):
+    """The directory is not a collected run; the message says what is missing."""
+
+
+@dataclass
+class Series:
+    steps: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    name: str
+    metrics: dict[str, Series]
+    gpu: dict[str, tuple[list[float], list[float]]]  # "node N gpu G" -> (seconds, util %)
+    final: dict[str, float]
+    best: dict[str, Any] | None
+    wall_seconds: float | None  # the job's, from start to completion
+    train_seconds: float | None  # first attempt claimed to the _SUCCESS marker
+    restarts: int
+    complete: bool
+    step: int | None
+    outputs: dict[str, int]
+    checkpoint: str | None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def read_metrics(path: Path) -> dict[str, Series]:
+    """Each metric column of Lightning's CSV log as (step, value) points."""
+    series: dict[str, Series] = {}
+    if not path.is_file():
+        return series
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            step = _float(row.get("step"))
+            if step is None:
+                continue
+            for name, text in row.items():
+                value = _float(text)
+                if name in ("step", "epoch") or value is None:
+                    continue
+                s = series.setdefault(name, Series())
+                s.steps.append(step)
+                s.values.append(value)
+    return series
+
+
+def _gpu_series(directory: Path) -> dict[str, tuple[list[float], list[float]]]:
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for path in sorted((directory / monitor.PREFIX).glob("node-*.csv")):
+        node = int(path.stem.rsplit("-", 1)[1])
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        start = min((float(r["time"]) for r in rows), default=0.0)
+        for row in rows:
+            times, utils = out.setdefault(f"node {node} gpu {row['gpu']}", ([], []))
+            times.append(float(row["time"]) - start)
+            utils.append(float(row["utilization_pct"]))
+    return out
+
+
+def _monitored(metrics: dict[str, Series]) -> str | None:
+    """The metric that ranks checkpoints: a validation loss if logged, else any loss."""
+    losses = sorted(n for n in metrics if "loss" in n)
+    validation = [n for n in losses if n.startswith("val")]
+    ranked = validation or losses
+    return ranked[0] if ranked else None
+
+
+def _value_at(series: Series, step: float) -> float | None:
+    """The last value logged at or before a step."""
+    value = None
+    for s, v in zip(series.steps, series.values, strict=True):
+        if s <= step:
+            value = v
+    return value
+
+
+def build(directory: Path) -> Report:
+    """Everything the report shows, from a collected directory."""
+    summary_path = directory / SUMMARY
+    if not summary_path.is_file():
+        raise ReportError(
+            f"{directory} is not a collected run (no {SUMMARY}); run `kctl-train collect` first"
+        )
+    summary = json.loads(summary_path.read_text())
+    metrics = read_metrics(directory / METRICS_KEY)
+    final = {name: s.values[-1] for name, s in sorted(metrics.items()) if s.values}
+    monitored = _monitored(metrics)
+    best = None
+    if monitored:
+        ranked = [
+            (value, step)
+            for step in summary.get("committedCheckpoints", [])
+            if (value := _value_at(metrics[monitored], step)) is not None
+        ]
+        if ranked:
+            value, step = min(ranked)
+            best = {"step": step, "metric": monitored, "value": value}
+    attempts = sorted((directory / runinfo.ATTEMPTS).glob("*.json"))
+    claimed = [json.loads(p.read_text()).get("claimed") for p in attempts]
+    success = summary.get("success") or {}
+    train = None
+    if claimed and success.get("finished"):
+        train = float(success["finished"]) - min(float(c) for c in claimed if c)
+    job = summary.get("job") or {}
+    wall = None
+    if job.get("started") and job.get("completed"):
+        wall = float(job["completed"]) - float(job["started"])
+    checkpoints = summary.get("checkpoints") or []
+    return Report(
+        name=str(job.get("name") or directory.name),
+        metrics=metrics,
+        gpu=_gpu_series(directory),
+        final=final,
+        best=best,
+        wall_seconds=wall,
+        train_seconds=train,
+        restarts=int(summary.get("restarts", 0)),
+        complete=bool(summary.get("complete")),
+        step=success.get("step"),
+        outputs={k: int(v.get("rows", 0)) for k, v in summary.get("outputs", {}).items()},
+        checkpoint=checkpoints[0]["path"] if checkpoints else None,
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def text(report: Report) -> str:
+    """The short text summary."""
+    state = "finished" if report.complete else "not finished (no _SUCCESS marker)"
+    lines = [f"{report.name}: {state}" + (f" at step {report.step}" if report.step else "")]
+    rows: list[tuple[str, str]] = []
+    if report.wall_seconds is not None:
+        rows.append(("wall time", _duration(report.wall_seconds)))
+    if report.train_seconds is not None:
+        rows.append(("training time", f"{_duration(report.train_seconds)} (first attempt to end)"))
+    rows.append(("restarts", str(report.restarts)))
+    rows.extend((f"final {name}", f"{value:.6g}") for name, value in report.final.items())
+    if report.best:
+        b = report.best
+        rows.append(("best checkpoint", f"step {b['step']} ({b['metric']} {b['value']:.6g})"))
+    if report.checkpoint:
+        rows.append(("collected", report.checkpoint))
+    rows.extend((f"outputs/{s}", f"{n} rows") for s, n in sorted(report.outputs.items()))
+    for gpu, (_, utils) in sorted(report.gpu.items()):
+        rows.append((f"{gpu} util", f"mean {sum(utils) / len(utils):.0f}%, max {max(utils):.0f}%"))
+    if not report.gpu:
+        rows.append(("GPU utilisation", "not recorded (no GPU, or monitoring off)"))
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(lines + [f"  {label:<{width}}{value}" for label, value in rows]) + "\n"
+
+
+def plot(report: Report, path: Path) -> Path:
+    """Training curves (and GPU utilisation when recorded) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    panels = 2 if report.gpu else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 4 * panels), squeeze=False)
+    curves = axes[0][0]
+    for name, series in sorted(report.metrics.items()):
+        marker = "o" if len(series.steps) < 30 else None
+        curves.plot(series.steps, series.values, label=name, marker=marker, markersize=3)
+    if report.best:
+        curves.axvline(report.best["step"], color="grey", linestyle=":", label="best checkpoint")
+    curves.set_xlabel("step")
+    curves.set_title(f"{report.name}: training curves")
+    if report.metrics and all(v > 0 for s in report.metrics.values() for v in s.values):
+        curves.set_yscale("log")
+    if report.metrics:
+        curves.legend()
+    else:
+        curves.text(0.5, 0.5, "no metrics logged", ha="center", transform=curves.transAxes)
+    if report.gpu:
+        util = axes[1][0]
+        for gpu, (times, utils) in sorted(report.gpu.items()):
+            util.plot(times, utils, label=gpu)
+        util.set_xlabel("seconds")
+        util.set_ylabel("GPU utilisation %")
+        util.set_ylim(0, 100)
+        util.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write(directory: Path) -> tuple[Report, Path, Path]:
+    """Build the report of a collected directory; write report.png and report.txt there."""
+    report = build(directory)
+    png = plot(report, directory / PNG)
+    txt = directory / TEXT
+    txt.write_text(text(report))
+    return report, png, txt

@@ -1,0 +1,171 @@
+"""The operator's lifecycle rules (cluster/lifecycle.py), one table row per rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operator_client.cluster import lifecycle as lc
+
+
+def policy(**overrides: Any) -> lc.Policy:
+    values: dict[str, Any] = {
+        "job": "j",
+        "restart": {"Master": "OnFailure", "Worker": "OnFailure"},
+        "backoff_limit": 6,
+        "active_deadline": None,
+        "clean_pods": "Running",
+        "elastic": False,
+        "has_master": True,
+        "grace_seconds": 30,
+    }
+    values.update(overrides)
+    return lc.Policy(**values)
+
+
+M = lc.Replica("j-master-0", "Master", 0)
+W0 = lc.Replica("j-worker-0", "Worker", 0)
+W1 = lc.Replica("j-worker-1", "Worker", 1)
+
+
+def done(r: lc.Replica) -> lc.Replica:
+    return lc.Replica(r.name, r.type, r.index, phase=lc.DONE)
+
+
+def running(r: lc.Replica) -> lc.Replica:
+    return lc.Replica(r.name, r.type, r.index, phase=lc.ACTIVE)
+
+
+WORKERS_ONLY = {"has_master": False, "restart": {"Worker": "OnFailure"}}
+CASES = [
+    # (policy overrides, replicas after the exit, exited, code, counted so far, expected)
+    ({}, [done(M), running(W0)], M, 0, 0, (False, lc.SUCCEEDED, "PyTorchJobSucceeded")),
+    ({}, [running(M), done(W0)], W0, 0, 0, (False, None, "")),
+    (
+        {**WORKERS_ONLY, "elastic": True},
+        [done(W0), running(W1)],
+        W0,
+        0,
+        0,
+        (False, lc.SUCCEEDED, "PyTorchJobSucceeded"),
+    ),
+    (WORKERS_ONLY, [done(W0), running(W1)], W0, 0, 0, (False, None, "")),
+    (
+        WORKERS_ONLY,
+        [done(W0), done(W1)],
+        W1,
+        0,
+        0,
+        (False, lc.SUCCEEDED, "PyTorchJobSucceeded"),
+    ),
+    ({}, [running(M), W0], W0, 137, 0, (True, lc.RESTARTING, "PyTorchJobRestarting")),
+    ({}, [running(M), W0], W0, 1, 0, (True, lc.RESTARTING, "PyTorchJobRestarting")),
+    ({}, [running(M), W0], W0, 1, 5, (False, lc.FAILED, "BackoffLimitExceeded")),
+    ({"backoff_limit": 0}, [running(M), W0], W0, 1, 0, (False, lc.FAILED, "BackoffLimitExceeded")),
+    (
+        {"backoff_limit": None},
+        [running(M), W0],
+        W0,
+        1,
+        99,
+        (True, lc.RESTARTING, "PyTorchJobRestarting"),
+    ),
+    (
+        {"restart": {"Master": "Never", "Worker": "Never"}},
+        [running(M), W0],
+        W0,
+        137,
+        0,
+        (False, lc.FAILED, "PyTorchJobFailed"),
+    ),
+    (
+        {"restart": {"Master": "ExitCode", "Worker": "ExitCode"}},
+        [running(M), W0],
+        W0,
+        3,
+        0,
+        (False, lc.FAILED, "PyTorchJobFailed"),
+    ),
+    (
+        {"restart": {"Master": "ExitCode", "Worker": "ExitCode"}},
+        [running(M), W0],
+        W0,
+        143,
+        99,
+        (True, lc.RESTARTING, "PyTorchJobRestarting"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "replicas", "exited", "code", "counted", "expected"), CASES)
+def test_what_the_operator_does_when_a_replica_exits(
+    overrides: dict[str, Any],
+    replicas: list[lc.Replica],
+    exited: lc.Replica,
+    code: int,
+    counted: int,
+    expected: tuple[bool, str | None, str],
+) -> None:
+    decision = lc.on_exit(policy(**overrides), replicas, exited, code, counted)
+    assert (decision.restart, decision.condition, decision.reason) == expected
+
+
+def test_exit_code_restarts_do_not_count_toward_the_backoff_limit() -> None:
+    ec = policy(restart={"Master": "ExitCode", "Worker": "ExitCode"})
+    assert not lc.on_exit(ec, [M, W0], W0, 137, 0).counted
+    assert lc.on_exit(policy(), [M, W0], W0, 137, 0).counted
+
+
+def test_signals_become_128_plus_n() -> None:
+    assert [lc.exit_status(rc) for rc in (0, 1, -9, -15)] == [0, 1, 137, 143]
+
+
+def test_deadline() -> None:
+    assert lc.deadline_exceeded(policy(active_deadline=10), 100.0, 110.0) is None
+    decision = lc.deadline_exceeded(policy(active_deadline=10), 100.0, 110.5)
+    assert decision is not None and decision.reason == "DeadlineExceeded"
+    assert lc.deadline_exceeded(policy(), 0.0, 1e9) is None
+
+
+def test_conditions_follow_the_operator() -> None:
+    conds = lc.set_condition([], lc.CREATED, "c", "created", 1)
+    conds = lc.set_condition(conds, lc.RUNNING, "r", "running", 2)
+    conds = lc.set_condition(conds, lc.RESTARTING, "x", "restarting", 3)
+    assert [c.type for c in conds] == [lc.CREATED, lc.RESTARTING]  # they replace each other
+    conds = lc.set_condition(conds, lc.RUNNING, "r", "running", 4)
+    assert [c.type for c in conds] == [lc.CREATED, lc.RUNNING]
+    assert lc.set_condition(conds, lc.RUNNING, "r", "running", 5) == conds  # no duplicate
+    conds = lc.set_condition(conds, lc.FAILED, "f", "failed", 6)
+    assert [(c.type, c.status) for c in conds] == [
+        (lc.CREATED, "True"),
+        (lc.RUNNING, "False"),
+        (lc.FAILED, "True"),
+    ]
+    assert lc.set_condition(conds, lc.RUNNING, "r", "running", 7) == conds  # final
+    assert lc.current(conds) == lc.FAILED
+
+
+def test_replica_statuses_count_pods_per_type() -> None:
+    crashed = lc.Replica("j-worker-1", "Worker", 1, phase=lc.CRASHED)
+    statuses = lc.replica_statuses([running(M), done(W0), crashed])
+    assert statuses == {
+        "Master": {"active": 1, "succeeded": 0, "failed": 0},
+        "Worker": {"active": 0, "succeeded": 1, "failed": 1},
+    }
+
+
+def test_policy_from_a_manifest_uses_the_operator_defaults() -> None:
+    manifest = {
+        "metadata": {"name": "j"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": []}}}
+            },
+            "elasticPolicy": {"minReplicas": 1},
+        },
+    }
+    p = lc.Policy.from_manifest(manifest)
+    assert p.restart == {"Worker": "OnFailure"}
+    assert (p.backoff_limit, p.clean_pods, p.grace_seconds) == (None, "None", 30)
+    assert p.elastic and not p.has_master

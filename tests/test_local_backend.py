@@ -1,0 +1,269 @@
+"""The local backend for real: `kctl-train apply --local` runs the rendered PyTorchJob as
+processes (torchrun agents, gloo, Lightning) under the detached supervisor, then collects.
+Every command runs as a user would run it, in a subprocess."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client.runtime import checkpoints
+from operator_client.storage import open_store
+
+from .conftest import ROOT
+
+pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
+
+KCTL = str(Path(sys.executable).parent / "kctl-train")
+VAL = 240  # validation samples of the example data module
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    return {**os.environ, "KCTL_TRAIN_HOME": str(home), "NO_COLOR": "1"}
+
+
+def kctl(
+    *args: str, env: dict[str, str], cwd: Path, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KCTL, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def job_file(directory: Path, name: str, body: str) -> Path:
+    path = directory / f"{name}.yaml"
+    path.write_text(
+        f"apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  image: local\n{body}"
+    )
+    return path
+
+
+def lightning_job(directory: Path, name: str, extra: str = "", steps: int = 160) -> Path:
+    return job_file(
+        directory,
+        name,
+        f"""\
+  train:
+    model: operator_client.examples.regression:RegressionModel
+    modelArgs: {{step_delay: 0.03}}
+    data: operator_client.examples.regression:RegressionData
+    trainer: {{max_steps: {steps}, log_every_n_steps: 10}}
+  nodes: 2
+  checkpoint: {{every: 20 steps, keep: 2}}
+{extra}""",
+    )
+
+
+def status_of(name: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    out = kctl("status", name, "--local", "-o", "json", env=env, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    body: dict[str, Any] = json.loads(out.stdout)
+    return body
+
+
+def assert_each_sample_once_per_epoch(all_csv: Path) -> None:
+    with all_csv.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    per_epoch = Counter((r["epoch"], r["sample"]) for r in rows)
+    assert rows and set(per_epoch.values()) == {1}
+    assert len(rows) == VAL * len({r["epoch"] for r in rows})
+
+
+def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, str]) -> None:
+    out = kctl(
+        "apply", str(ROOT / "examples/quickstart.yaml"), "--local", "--wait", env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Succeeded: PyTorchJob quickstart is successfully completed." in out.stderr
+    assert f"storage: {(tmp_path / 'home' / 'store').as_uri()}" in out.stderr
+    results = tmp_path / "results" / "quickstart"
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["complete"] and summary["success"]["step"] == 300
+    assert summary["checkpoints"][0]["step"] == 300 and not summary["problems"]
+    assert summary["outputs"]["val"]["rebuilt"] is False
+    assert (results / "checkpoints/step-000000000300/model.ckpt").is_file()
+    assert (results / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "final val_loss" in out.stdout and "best checkpoint" in out.stdout
+    assert_each_sample_once_per_epoch(results / "outputs/val/all.csv")
+
+    body = status_of("quickstart", env, tmp_path)
+    assert body["local"]["state"] == "Succeeded"
+    assert body["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+    logs = kctl("logs", "quickstart", "--local", env=env, cwd=tmp_path)
+    assert "[master-0]" in logs.stdout and "[worker-0]" in logs.stdout
+    one = kctl("logs", "quickstart", "--local", "--replica", "worker-0", env=env, cwd=tmp_path)
+    assert "[rank 1]" in one.stdout and "[master-0]" not in one.stdout
+    listing = kctl("status", "--local", env=env, cwd=tmp_path)
+    assert "quickstart" in listing.stdout and "Succeeded" in listing.stdout
+
+    deleted = kctl("delete", "quickstart", "--local", env=env, cwd=tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    gone = kctl("status", "quickstart", "--local", env=env, cwd=tmp_path)
+    assert gone.returncode == 1 and "no local job default/quickstart" in gone.stderr
+    assert (tmp_path / "home/store/default/quickstart/_SUCCESS").is_file()  # data stays
+
+
+def test_quickstart_on_an_s3_server(
+    tmp_path: Path, env: dict[str, str], moto_endpoint: str, bucket: str
+) -> None:
+    text = (ROOT / "examples/quickstart.yaml").read_text()
+    text += f"  storage: {{uri: 's3://{bucket}/runs', endpoint: '{moto_endpoint}'}}\n"
+    path = tmp_path / "quickstart.yaml"
+    path.write_text(text)
+    out = kctl("apply", str(path), "--local", "--wait", "--to", "got", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"storage: s3://{bucket}/runs" in out.stderr
+    store = open_store(f"s3://{bucket}/runs/default/quickstart/", endpoint=moto_endpoint)
+    assert store.exists("_SUCCESS") and store.exists("outputs/val/all.json")
+    assert json.loads((tmp_path / "got/summary.json").read_text())["store"] == store.url
+    assert_each_sample_once_per_epoch(tmp_path / "got/outputs/val/all.csv")
+
+
+def test_unreachable_s3_falls_back_to_the_local_store(tmp_path: Path, env: dict[str, str]) -> None:
+    path = job_file(
+        tmp_path,
+        "offline",
+        "  command: [python, -c, 'print(1)']\n"
+        "  storage: {uri: 's3://bucket/runs', endpoint: 'http://127.0.0.1:9'}\n",
+    )
+    out = kctl("apply", str(path), "--local", "--dry-run=client", env=env, cwd=tmp_path)
+    assert out.returncode == 0
+    assert "is not reachable" in out.stderr and (tmp_path / "home/store").as_uri() in out.stderr
+    assert (tmp_path / "home/store").as_uri() in out.stdout  # the manifest that would run
+
+
+def test_a_killed_replica_restarts_and_the_job_resumes(tmp_path: Path, env: dict[str, str]) -> None:
+    path = lightning_job(tmp_path, "killed")
+    apply = subprocess.Popen(
+        [KCTL, "apply", str(path), "--local", "--wait"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = open_store((tmp_path / "home/store/default/killed").as_uri() + "/")
+    deadline = time.monotonic() + 150
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
+        time.sleep(0.2)
+    body = status_of("killed", env, tmp_path)
+    worker = next(r for r in body["local"]["replicas"] if r["name"] == "killed-worker-0")
+    os.killpg(worker["pid"], signal.SIGKILL)  # the whole container: agent and workers
+    stdout, stderr = apply.communicate(timeout=240)
+    assert apply.returncode == 0, stdout + stderr
+    assert (
+        "Restarting: PyTorchJob killed is restarting because 1 Worker replica(s) failed" in stderr
+    )
+    body = status_of("killed", env, tmp_path)
+    worker = next(r for r in body["local"]["replicas"] if r["name"] == "killed-worker-0")
+    assert worker["restarts"] == 1 and body["local"]["state"] == "Succeeded"
+    logs = kctl("logs", "killed", "--local", env=env, cwd=tmp_path).stdout
+    assert "exited with code 137; restart 1" in logs
+    assert "resuming from checkpoints/step-" in logs
+    summary = json.loads((tmp_path / "results/killed/summary.json").read_text())
+    assert summary["attempts"] >= 2 and summary["success"]["step"] == 160
+    assert_each_sample_once_per_epoch(tmp_path / "results/killed/outputs/val/all.csv")
+    # The metrics log spans the restart: rows from before and after it.
+    with (tmp_path / "results/killed/metrics/metrics.csv").open() as fh:
+        steps = [int(r["step"]) for r in csv.DictReader(fh)]
+    assert min(steps) < 20 and max(steps) >= 150
+
+
+FAILING = "  command: [python, -c, 'import sys; print(\"boom: bad config\"); sys.exit(3)']\n"
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason", "restarts"),
+    [
+        ("{restartPolicy: Never, maxRestarts: 0}", "PyTorchJobFailed", 0),
+        ("{restartPolicy: ExitCode, maxRestarts: 0}", "PyTorchJobFailed", 0),
+        ("{restartPolicy: OnFailure, maxRestarts: 0, backoffLimit: 2}", "BackoffLimitExceeded", 1),
+    ],
+)
+def test_failing_code_fails_the_job_as_the_operator_would(
+    tmp_path: Path, env: dict[str, str], fault: str, reason: str, restarts: int
+) -> None:
+    path = job_file(tmp_path, "boom", FAILING + f"  fault: {fault}\n")
+    out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "error: Failed:" in out.stderr
+    assert "last lines of boom-master-0 (exit code 1)" in out.stderr
+    assert "boom: bad config" in out.stderr
+    body = status_of("boom", env, tmp_path)
+    assert body["status"]["conditions"][-1]["reason"] == reason
+    assert body["local"]["replicas"][0]["restarts"] == restarts
+    assert not (tmp_path / "results").exists()  # nothing collected from a failed job
+
+
+def test_active_deadline_fails_a_job_that_runs_too_long(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = job_file(tmp_path, "slow", "  command: [sleep, '60']\n  fault: {activeDeadline: 2s}\n")
+    started = time.monotonic()
+    out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+    assert out.returncode == 1 and time.monotonic() - started < 45, out.stderr
+    assert "active longer than the specified deadline" in out.stderr
+    body = status_of("slow", env, tmp_path)
+    assert body["local"]["replicas"][0]["pid"] is None  # cleaned up (cleanPodPolicy Running)
+
+
+def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    path = lightning_job(
+        tmp_path, "stopme", extra="  fault: {terminationGracePeriod: 60s}\n", steps=100000
+    )
+    apply = subprocess.Popen(
+        [KCTL, "apply", str(path), "--local", "--wait", "--follow"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert apply.stdout is not None
+    deadline = time.monotonic() + 150
+    for line in apply.stdout:  # --follow streams the replicas' lines, prefixed
+        if "[master-0]" in line and "step 30/" in line:
+            break
+        assert time.monotonic() < deadline
+    apply.send_signal(signal.SIGINT)
+    _, stderr = apply.communicate(timeout=120)
+    assert apply.returncode == 130, stderr
+    assert "stopping the job" in stderr and "resumes" in stderr
+    body = status_of("stopme", env, tmp_path)
+    assert body["local"]["state"] == "Suspended"
+    assert all(r["pid"] is None for r in body["local"]["replicas"])
+    store = open_store((tmp_path / "home/store/default/stopme").as_uri() + "/")
+    assert checkpoints.committed(store)[0].step >= 30
+
+
+def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> None:
+    quickstart = str(ROOT / "examples/quickstart.yaml")
+    out = kctl("apply", quickstart, env=env, cwd=tmp_path)
+    assert out.returncode == 2 and "needs --local" in out.stderr
+    out = kctl("logs", "nope", "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 1 and "no local job default/nope" in out.stderr
+    assert (
+        kctl("delete", "nope", "--local", "--ignore-not-found", env=env, cwd=tmp_path).returncode
+        == 0
+    )
+    out = kctl("collect", "nope", env=env, cwd=tmp_path)
+    assert out.returncode == 2 and "--from" in out.stderr
+    out = kctl("report", "nope", env=env, cwd=tmp_path)
+    assert out.returncode == 1 and "kctl-train collect" in out.stderr
+    assert "Traceback" not in out.stderr
