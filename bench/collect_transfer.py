@@ -1,7 +1,7 @@
-"""Download throughput for collect: kctl-train's parallel transfers vs a sequential boto3
-`download_file` loop, with a raw concurrent-GET ceiling, all against one moto S3 server
-(in its own process) in the same run. Targets: >= 4x for many small files, >= 1.5x for
-one large object. Prints; asserts nothing.
+"""Download throughput for collect: collect's downloader (parallel GETs, each file verified
+and renamed into place) vs a sequential boto3 `download_file` loop, with a raw
+concurrent-GET ceiling, all against one moto S3 server (in its own process) in the same run.
+Targets: >= 4x for many small files, >= 1.5x for one large object. Prints; asserts nothing.
 Usage: python bench/collect_transfer.py [SMALL_FILES] [LARGE_MIB]
 """
 
@@ -18,8 +18,8 @@ import boto3
 from botocore.config import Config
 from moto_process import moto_bucket
 
+from operator_client.collect.collect import Downloader, Item
 from operator_client.storage import open_store
-from operator_client.storage.transfer import download_many
 
 CONCURRENCY = 16
 
@@ -36,13 +36,9 @@ def measure(client, store, keys, d, large_mib):  # type: ignore[no-untyped-def]
     seq = timed(
         lambda: [client.download_file("bench", k, str(d / "seq" / Path(k).name)) for k in keys]
     )
-    ours = timed(
-        lambda: download_many(
-            store,
-            [(k.removeprefix("run/"), d / "ours" / Path(k).name) for k in keys],
-            concurrency=CONCURRENCY,
-        )
-    )
+    sizes = {k: client.head_object(Bucket="bench", Key=k)["ContentLength"] for k in keys}
+    downloader = Downloader(store, d / "ours", CONCURRENCY, None)
+    ours = timed(lambda: downloader.fetch([Item(k.removeprefix("run/"), sizes[k]) for k in keys]))
 
     def get(key: str, byte_range: str | None = None) -> bytes:
         extra = {"Range": byte_range} if byte_range else {}

@@ -9,6 +9,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
+def job_yaml(name: str, spec_body: str) -> str:
+    """A TrainingJob document: the fixed header, then `spec_body` (indented lines under spec)."""
+    return (
+        "apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\n"
+        f"metadata: {{name: {name}}}\nspec:\n  image: local\n{spec_body}"
+    )
+
+
 @pytest.fixture
 def write_job(tmp_path: Path):
     """Write job YAML text to a file and return its path."""

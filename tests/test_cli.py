@@ -40,7 +40,8 @@ def test_render_prints_one_pytorchjob() -> None:
     assert r.returncode == 0, r.stderr
     doc = yaml.safe_load(r.stdout)
     assert (doc["apiVersion"], doc["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
-    assert r.stderr == ""
+    # The quickstart has no storage (local runs get one): on a cluster that loses data.
+    assert r.stderr.count("\n") == 1 and "warning: spec.storage: no storage" in r.stderr
 
 
 def test_render_json_and_several_files(tmp_path: Path) -> None:
@@ -79,7 +80,7 @@ def test_render_output_dir_that_cannot_be_written(tmp_path: Path) -> None:
     blocker.write_text("x")
     r = kctl("render", QUICKSTART, "--output-dir", str(blocker / "sub"))
     assert r.returncode == 1
-    assert r.stderr.startswith("kctl-train: error: cannot write to")
+    assert "kctl-train: error: cannot write to" in r.stderr
     assert "Traceback" not in r.stderr
 
 

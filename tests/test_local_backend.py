@@ -20,7 +20,7 @@ import pytest
 from operator_client.runtime import checkpoints
 from operator_client.storage import open_store
 
-from .conftest import ROOT
+from .conftest import ROOT, job_yaml
 
 pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
 
@@ -44,10 +44,7 @@ def kctl(
 
 def job_file(directory: Path, name: str, body: str) -> Path:
     path = directory / f"{name}.yaml"
-    path.write_text(
-        f"apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\nmetadata: {{name: {name}}}\n"
-        f"spec:\n  image: local\n{body}"
-    )
+    path.write_text(job_yaml(name, body))
     return path
 
 

@@ -18,6 +18,8 @@ from operator_client.kubeflow.pod_env import PodEnvError
 from operator_client.render import render
 from operator_client.spec import load_job_text
 
+from .conftest import job_yaml
+
 PORT = 40123
 # Every variable the operator may add; a case lists those it must add, the rest must be absent.
 OPERATOR_VARS = {
@@ -42,14 +44,7 @@ RDZV_CONF = "join_timeout=600,keep_alive_interval=1,keep_alive_max_attempt=3"
 
 
 def manifest(extra: str, name: str = "job") -> dict[str, Any]:
-    text = f"""\
-apiVersion: kctl-train/v1alpha1
-kind: TrainingJob
-metadata: {{name: {name}}}
-spec:
-  image: local
-  command: [python, train.py]
-{extra}"""
+    text = job_yaml(name, f"  command: [python, train.py]\n{extra}")
     return render(load_job_text(text).job)
 
 

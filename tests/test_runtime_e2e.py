@@ -21,6 +21,7 @@ from operator_client.spec import load_job_text
 from operator_client.storage import ObjectStore, open_store, run_root
 
 from . import replicas as R
+from .conftest import job_yaml
 
 pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
 
@@ -38,12 +39,9 @@ def job(
     keep: int = 3,
     extra: str = "",
 ) -> dict[str, Any]:
-    text = f"""\
-apiVersion: kctl-train/v1alpha1
-kind: TrainingJob
-metadata: {{name: {name}}}
-spec:
-  image: local
+    text = job_yaml(
+        name,
+        f"""\
   train:
     model: operator_client.examples.regression:RegressionModel
     modelArgs: {{step_delay: {delay}}}
@@ -52,7 +50,8 @@ spec:
   nodes: {nodes}
   checkpoint: {{every: {every} steps, keep: {keep}}}
   storage: {storage}
-{extra}"""
+{extra}""",
+    )
     return render(load_job_text(text).job)
 
 

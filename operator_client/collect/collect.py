@@ -104,7 +104,7 @@ def destinations(dest: Path, keys: list[str]) -> dict[str, Path]:
     return paths
 
 
-class _Downloader:
+class Downloader:
     """Verified, resumable downloads into dest."""
 
     def __init__(
@@ -134,25 +134,39 @@ class _Downloader:
         if self.progress is not None:
             self.progress.add(len(todo), sum(i.size or 0 for i in todo))
         partial = {i.key: paths[i.key].with_name(f".{paths[i.key].name}.partial") for i in todo}
-        done = self.progress.file_done if self.progress is not None else None
-        download_many(
-            self.store,
-            [(i.key, partial[i.key]) for i in todo],
-            concurrency=self.concurrency,
-            progress=(lambda key, path: done(key)) if done else None,
-            on_bytes=self._on_bytes,
-        )
-        bad = []
-        for item in todo:
-            tmp = partial[item.key]
-            problem = _mismatch(tmp, item)
-            if problem:
-                tmp.unlink()
-                bad.append((item, problem))
-                continue
-            os.replace(tmp, paths[item.key])
-            self.fetched += 1
-        return bad
+        finished: list[Item] = []
+        by_key = {i.key: i for i in todo}
+
+        def file_done(key: str, path: Path) -> None:
+            finished.append(by_key[key])
+            if self.progress is not None:
+                self.progress.file_done(key)
+
+        try:
+            download_many(
+                self.store,
+                [(i.key, partial[i.key]) for i in todo],
+                concurrency=self.concurrency,
+                progress=file_done,
+                on_bytes=self._on_bytes,
+            )
+        finally:
+            # Even when a download failed, the finished ones are kept (verified): a
+            # collect run again resumes after them.
+            bad = [self._settle(item, partial[item.key], paths[item.key]) for item in finished]
+            for tmp in partial.values():
+                tmp.unlink(missing_ok=True)
+        return [b for b in bad if b is not None]
+
+    def _settle(self, item: Item, tmp: Path, path: Path) -> tuple[Item, str] | None:
+        """Verify a downloaded file and give it its final name, or drop it."""
+        problem = _mismatch(tmp, item)
+        if problem:
+            tmp.unlink()
+            return item, problem
+        os.replace(tmp, path)
+        self.fetched += 1
+        return None
 
 
 def _mismatch(path: Path, item: Item) -> str | None:
@@ -175,7 +189,7 @@ def _checkpoint_items(manifest: checkpoints.Manifest, listing: dict[str, ObjectI
 
 def _collect_checkpoints(
     committed: list[checkpoints.Manifest],
-    down: _Downloader,
+    down: Downloader,
     listing: dict[str, ObjectInfo],
     all_checkpoints: bool,
     problems: list[str],
@@ -204,7 +218,7 @@ def _collect_checkpoints(
 
 
 def _collect_outputs(
-    store: ObjectStore, down: _Downloader, dest: Path, problems: list[str]
+    store: ObjectStore, down: Downloader, dest: Path, problems: list[str]
 ) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     for split, manifests in sorted(committed_units(store).items()):
@@ -266,7 +280,7 @@ def collect(
     # Refuse unsafe keys before the first byte is written.
     destinations(dest, plain + [i.key for m in committed for i in _checkpoint_items(m, listing)])
     dest.mkdir(parents=True, exist_ok=True)
-    down = _Downloader(store, dest, concurrency, progress)
+    down = Downloader(store, dest, concurrency, progress)
     problems: list[str] = []
     try:
         ckpts = _collect_checkpoints(committed, down, listing, all_checkpoints, problems)
