@@ -142,7 +142,18 @@ def test_unreachable_s3_falls_back_to_the_local_store(tmp_path: Path, env: dict[
     assert (tmp_path / "home/store").as_uri() in out.stdout  # the manifest that would run
 
 
-def test_a_killed_replica_restarts_and_the_job_resumes(tmp_path: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("replica", "kind"),
+    [
+        ("worker-0", "Worker"),
+        # The Master hosts the rendezvous store: the Worker cannot recover in place, exits
+        # non-zero and is restarted too (OnFailure); both rendezvous again.
+        ("master-0", "Master"),
+    ],
+)
+def test_a_killed_replica_restarts_and_the_job_resumes(
+    tmp_path: Path, env: dict[str, str], replica: str, kind: str
+) -> None:
     path = lightning_job(tmp_path, "killed")
     apply = subprocess.Popen(
         [KCTL, "apply", str(path), "--local", "--wait"],
@@ -158,8 +169,8 @@ def test_a_killed_replica_restarts_and_the_job_resumes(tmp_path: Path, env: dict
         assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
         time.sleep(0.2)
     body = status_of("killed", env, tmp_path)
-    worker = next(r for r in body["local"]["replicas"] if r["name"] == "killed-worker-0")
-    os.killpg(worker["pid"], signal.SIGKILL)  # the whole container: agent and workers
+    victim = next(r for r in body["local"]["replicas"] if r["name"] == f"killed-{replica}")
+    os.killpg(victim["pid"], signal.SIGKILL)  # the whole container: agent and workers
     stdout, stderr = apply.communicate(timeout=240)
     assert apply.returncode == 0, stdout + stderr
     assert (

@@ -19,7 +19,7 @@ from ..render import to_json, to_yaml
 from ..render.pytorchjob import NotRenderedError, job_of
 from ..spec import load_job, load_job_text
 from ..spec.model import Storage, TrainingJob
-from ..storage import StoreError
+from ..storage import ObjectStore, StoreError
 from . import console
 from .progress import StatusLine, TrainingProgress, TransferDisplay
 
@@ -74,8 +74,14 @@ def local_storage(job: TrainingJob, override: str | None) -> tuple[TrainingJob, 
     spec = job.spec.storage
     note = None
     if override:
-        storage = Storage(uri=override) if not spec else spec.model_copy(update={"uri": override})
-        storage = Storage.model_validate(storage.model_dump())
+        # Another s3:// location keeps the spec's endpoint and credentials; anything else
+        # is a store of its own.
+        same_kind = spec is not None and override.startswith("s3://") == spec.uri.startswith(
+            "s3://"
+        )
+        storage = Storage.model_validate(
+            {**(spec.model_dump() if spec and same_kind else {}), "uri": override}
+        )
     elif spec is None:
         storage = Storage(uri=fallback)
     elif spec.uri.startswith("file://"):
@@ -99,8 +105,12 @@ def apply(args: argparse.Namespace) -> int:
     if args.local:
         try:
             job, note = local_storage(job, args.storage)
-        except ValueError as exc:
-            raise CommandError(f"--storage: {exc}", EXIT_BAD_INPUT) from None
+        except ValueError:
+            raise CommandError(
+                f"--storage: {args.storage!r} is not a store URI; use s3://bucket/prefix or "
+                "file:///absolute/path",
+                EXIT_BAD_INPUT,
+            ) from None
         if note:
             console.warning(note)
     manifest = render_job(job)
@@ -149,18 +159,20 @@ def apply(args: argparse.Namespace) -> int:
     if args.no_collect:
         return EXIT_OK
     dest = Path(args.to or Path("results") / name)
-    return _collect_and_report(job, dest, jobdir, all_checkpoints=False, concurrency=16)
+    meta = {"name": name, "namespace": job.metadata.namespace}
+    return _collect_and_report(
+        _job_store(job, 16), meta, dest, jobdir, all_checkpoints=False, concurrency=16
+    )
 
 
 def _committed_step(job: TrainingJob) -> int | None:
     """The newest committed checkpoint's step in the job's store (None: a fresh start)."""
     from ..runtime.checkpoints import committed
-    from ..runtime.context import store_for
 
     if job.spec.checkpoint.resume == "never":
         return None
     try:
-        found = committed(store_for(job))
+        found = committed(_job_store(job, 8))
     except StoreError:
         return None
     return found[0].step if found else None
@@ -251,22 +263,25 @@ def _explain_end(job: JobDir, state: str, source: str) -> int:
 
 
 def _collect_and_report(
-    job: TrainingJob, dest: Path, jobdir: JobDir | None, *, all_checkpoints: bool, concurrency: int
+    store: ObjectStore,
+    meta: dict[str, Any],
+    dest: Path,
+    jobdir: JobDir | None,
+    *,
+    all_checkpoints: bool,
+    concurrency: int,
 ) -> int:
+    """Collect `store` (a run root) into dest, write and print the report."""
     from ..collect.collect import CollectError, collect
     from ..collect.report import write
-    from ..runtime.context import store_for
 
-    describe: dict[str, Any] = {
-        "job": {"name": job.metadata.name, "namespace": job.metadata.namespace}
-    }
+    describe: dict[str, Any] = {"job": dict(meta)}
     if jobdir is not None:
         local = jobdir.status().get("local", {})
         describe["job"].update(
             state=local.get("state"), started=local.get("started"), completed=local.get("completed")
         )
-    store = store_for(job.model_copy(deep=True), concurrency=concurrency)
-    display = TransferDisplay(f"collecting {job.metadata.name}")
+    display = TransferDisplay(f"collecting {meta['name']}")
     try:
         result = collect(
             store,
@@ -286,44 +301,47 @@ def _collect_and_report(
     return EXIT_FAILED if result.problems else EXIT_OK
 
 
-def _job_for_collect(args: argparse.Namespace) -> tuple[TrainingJob, JobDir | None]:
-    namespace = args.namespace or "default"
-    if args.source:
-        from ..spec.model import Metadata, TrainingJob
+def _job_store(job: TrainingJob, concurrency: int) -> ObjectStore:
+    from ..runtime.context import store_for
 
-        spec = {"image": "unknown", "storage": {"uri": args.source}}
-        if args.endpoint:
-            spec["storage"]["endpoint"] = args.endpoint  # type: ignore[index]
-        try:
-            job = TrainingJob.model_validate(
-                {
-                    "apiVersion": "kctl-train/v1alpha1",
-                    "kind": "TrainingJob",
-                    "metadata": Metadata(name=args.name, namespace=namespace).model_dump(),
-                    "spec": spec,
-                }
-            )
-        except ValueError as exc:
-            raise CommandError(f"--from/--endpoint: {exc}", EXIT_BAD_INPUT) from None
-        return job, None
-    if not args.local:
-        raise CommandError(
-            "say where the run is stored: --local (a local job) or --from s3://bucket/prefix",
-            EXIT_BAD_INPUT,
-        )
-    jobdir = _local_job(args)
-    try:
-        return job_of(jobdir.manifest()), jobdir
-    except NotRenderedError as exc:
-        raise CommandError(str(exc)) from None
+    return store_for(job, concurrency=concurrency)
 
 
 def collect_cmd(args: argparse.Namespace) -> int:
     """`kctl-train collect`: the run's committed results into a directory, then the report."""
-    job, jobdir = _job_for_collect(args)
-    dest = Path(args.to or Path("results") / job.metadata.name)
+    from ..storage import open_store, run_root
+
+    namespace = args.namespace or "default"
+    meta = {"name": args.name, "namespace": namespace}
+    jobdir = None
+    if args.source:
+        try:
+            store = open_store(
+                run_root(args.source, namespace, args.name),
+                endpoint=args.endpoint,
+                concurrency=args.concurrency,
+            )
+        except StoreError as exc:
+            raise CommandError(f"--from: {exc}", EXIT_BAD_INPUT) from None
+    elif args.local:
+        jobdir = _local_job(args)
+        try:
+            store = _job_store(job_of(jobdir.manifest()), args.concurrency)
+        except NotRenderedError as exc:
+            raise CommandError(str(exc)) from None
+    else:
+        raise CommandError(
+            "say where the run is stored: --local (a local job) or --from s3://bucket/prefix",
+            EXIT_BAD_INPUT,
+        )
+    dest = Path(args.to or Path("results") / args.name)
     return _collect_and_report(
-        job, dest, jobdir, all_checkpoints=args.all_checkpoints, concurrency=args.concurrency
+        store,
+        meta,
+        dest,
+        jobdir,
+        all_checkpoints=args.all_checkpoints,
+        concurrency=args.concurrency,
     )
 
 
