@@ -136,8 +136,10 @@ def test_validate_json_report(tmp_path: Path) -> None:
     report = json.loads(r.stdout)
     assert report["valid"] is False
     assert report["jobs"] == [{"file": QUICKSTART, "name": "quickstart", "namespace": "default"}]
-    assert report["issues"][0]["source"] == str(bad)
-    assert report["issues"][0]["severity"] == "error"
+    errors = [i for i in report["issues"] if i["severity"] == "error"]
+    assert [i["source"] for i in errors] == [str(bad)]
+    warnings = [i for i in report["issues"] if i["severity"] == "warning"]
+    assert [(i["source"], i["path"]) for i in warnings] == [(QUICKSTART, "spec.storage")]
 
 
 def test_schema_is_json_for_editors() -> None:

@@ -120,7 +120,9 @@ def test_quickstart_on_an_s3_server(
     text += f"  storage: {{uri: 's3://{bucket}/runs', endpoint: '{moto_endpoint}'}}\n"
     path = tmp_path / "quickstart.yaml"
     path.write_text(text)
-    out = kctl("apply", str(path), "--local", "--wait", "--to", "got", env=env, cwd=tmp_path)
+    out = kctl(
+        "apply", str(path), "--local", "--wait", "--collect-to", "got", env=env, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"storage: s3://{bucket}/runs" in out.stderr
     store = open_store(f"s3://{bucket}/runs/default/quickstart/", endpoint=moto_endpoint)
@@ -275,3 +277,36 @@ def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> 
     out = kctl("report", "nope", env=env, cwd=tmp_path)
     assert out.returncode == 1 and "kctl-train collect" in out.stderr
     assert "Traceback" not in out.stderr
+    elsewhere = job_file(tmp_path, "ns", "  command: [sleep, '1']\n").read_text()
+    (tmp_path / "ns.yaml").write_text(elsewhere.replace("{name: ns}", "{name: ns, namespace: a}"))
+    out = kctl("apply", "ns.yaml", "-n", "b", "--local", "--dry-run=client", env=env, cwd=tmp_path)
+    assert out.returncode == 2 and "metadata.namespace is 'a' but -n says 'b'" in out.stderr
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent has not collected it
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_status_and_delete_after_the_supervisor_died(tmp_path: Path, env: dict[str, str]) -> None:
+    path = job_file(tmp_path, "orphan", "  command: [sleep, '120']\n")
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)  # no --wait: detached
+    assert out.returncode == 0 and "created (local)" in out.stdout, out.stderr
+    body = status_of("orphan", env, tmp_path)
+    replica = body["local"]["replicas"][0]["pid"]
+    assert replica and running(replica)
+    os.kill(body["local"]["supervisorPid"], signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while (state := kctl("status", "orphan", "--local", env=env, cwd=tmp_path)).returncode == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert "Unknown" in state.stdout
+    assert kctl("delete", "orphan", "--local", env=env, cwd=tmp_path).returncode == 0
+    deadline = time.monotonic() + 20
+    while running(replica):
+        assert time.monotonic() < deadline, "the orphaned replica still runs"
+        time.sleep(0.2)

@@ -56,7 +56,13 @@ def _load(args: argparse.Namespace) -> TrainingJob:
     # A local run always has a store (local_storage), so "no storage" does not apply.
     console.report(w for w in loaded.warnings if not (args.local and w.path == "spec.storage"))
     job = loaded.job
-    if args.namespace:
+    if args.namespace and args.namespace != job.metadata.namespace:
+        if "namespace" in job.metadata.model_fields_set:
+            raise CommandError(
+                f"{loaded.source}: metadata.namespace is {job.metadata.namespace!r} but "
+                f"-n says {args.namespace!r}; drop -n or change the file",
+                EXIT_BAD_INPUT,
+            )
         job = job.model_copy(
             update={"metadata": job.metadata.model_copy(update={"namespace": args.namespace})}
         )
@@ -158,7 +164,7 @@ def apply(args: argparse.Namespace) -> int:
         return _explain_end(jobdir, state, args.file)
     if args.no_collect:
         return EXIT_OK
-    dest = Path(args.to or Path("results") / name)
+    dest = Path(args.collect_to or Path("results") / name)
     meta = {"name": name, "namespace": job.metadata.namespace}
     return _collect_and_report(
         _job_store(job, 16), meta, dest, jobdir, all_checkpoints=False, concurrency=16

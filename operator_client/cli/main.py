@@ -84,10 +84,6 @@ def _where(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--kubeconfig", help="kubeconfig file (Kubernetes backend)")
 
 
-def _collect_flags(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--to", metavar="DIR", help="where results go (default: results/<name>/)")
-
-
 def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apply = sub.add_parser(
         "apply",
@@ -108,7 +104,11 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     apply.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
     )
-    _collect_flags(apply)
+    apply.add_argument(
+        "--collect-to",
+        metavar="DIR",
+        help="with --wait: where results are collected (default: results/<name>/)",
+    )
     apply.add_argument(
         "--no-collect", action="store_true", help="with --wait: do not collect after success"
     )
@@ -155,7 +155,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     collect.add_argument("name", metavar="NAME")
     _where(collect)
-    _collect_flags(collect)
+    collect.add_argument("--to", metavar="DIR", help="where results go (default: results/<name>/)")
     collect.add_argument(
         "--from",
         dest="source",

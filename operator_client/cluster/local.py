@@ -147,4 +147,22 @@ class LocalBackend:
             self.stop(job, "deleted (kctl-train delete)", force=True)
             if not self.wait_stopped(job, 10):
                 raise LocalJobError(f"the supervisor of {job.path} does not exit; try again")
+        if not job.supervisor_alive():
+            _kill_orphans(job)
         shutil.rmtree(job.path)
+
+
+def _kill_orphans(job: JobDir) -> None:
+    """Replicas a dead supervisor left running (it was killed itself): their process
+    groups go. A PID is only signalled while it still runs the replica's program."""
+    for replica in job.status().get("local", {}).get("replicas", []):
+        pid = replica.get("pid")
+        if not pid:
+            continue
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        try:
+            if cmdline.parent.parent.is_dir() and b"kctl-train" not in cmdline.read_bytes():
+                continue  # the PID was reused by something else
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, FileNotFoundError):
+            continue
