@@ -264,8 +264,10 @@ def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
 
 def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> None:
     quickstart = str(ROOT / "examples/quickstart.yaml")
-    out = kctl("apply", quickstart, env=env, cwd=tmp_path)
-    assert out.returncode == 2 and "needs --local" in out.stderr
+    no_cluster = {**env, "KUBECONFIG": str(tmp_path / "none")}
+    out = kctl("apply", quickstart, env=no_cluster, cwd=tmp_path)
+    assert out.returncode == 1 and "no usable Kubernetes configuration" in out.stderr
+    assert "--local" in out.stderr
     out = kctl("logs", "nope", "--local", env=env, cwd=tmp_path)
     assert out.returncode == 1 and "no local job default/nope" in out.stderr
     assert (

@@ -35,15 +35,6 @@ class CommandError(Exception):
         self.code = code
 
 
-def _need_local(args: argparse.Namespace) -> None:
-    if not args.local:
-        raise CommandError(
-            f"`kctl-train {args.command}` needs --local in this version: jobs run on this "
-            "machine with the local backend (the Kubernetes backend is not built yet)",
-            EXIT_BAD_INPUT,
-        )
-
-
 def _info(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -127,7 +118,10 @@ def apply(args: argparse.Namespace) -> int:
     if args.dry_run == "client":
         sys.stdout.write(to_json(manifest) if args.output == "json" else to_yaml(manifest))
         return EXIT_OK
-    _need_local(args)
+    if not args.local:
+        from . import cluster_commands
+
+        return cluster_commands.apply(args, manifest)
     backend = LocalBackend()
     try:
         backend.check(manifest)
@@ -336,9 +330,15 @@ def collect_cmd(args: argparse.Namespace) -> int:
         except NotRenderedError as exc:
             raise CommandError(str(exc)) from None
     else:
-        raise CommandError(
-            "say where the run is stored: --local (a local job) or --from s3://bucket/prefix",
-            EXIT_BAD_INPUT,
+        from . import cluster_commands
+
+        backend = cluster_commands.backend_for(args)
+        return cluster_commands.collect(
+            backend,
+            backend.get(namespace, args.name),
+            Path(args.to or Path("results") / args.name),
+            all_checkpoints=args.all_checkpoints,
+            concurrency=args.concurrency,
         )
     dest = Path(args.to or Path("results") / args.name)
     return _collect_and_report(
@@ -370,7 +370,6 @@ def report(args: argparse.Namespace) -> int:
 
 
 def _local_job(args: argparse.Namespace) -> JobDir:
-    _need_local(args)
     try:
         return LocalBackend().get(args.namespace or "default", args.name)
     except LocalJobError as exc:
@@ -388,8 +387,13 @@ def _age(since: float | None, until: float | None = None) -> str:
 
 def status(args: argparse.Namespace) -> int:
     """`kctl-train status`: one job's conditions and replicas, or every local job."""
+    if not args.local:
+        from . import cluster_commands
+
+        return (
+            cluster_commands.list_jobs(args) if args.name is None else cluster_commands.status(args)
+        )
     if args.name is None:
-        _need_local(args)
         jobs = LocalBackend().list(args.namespace)
         rows = [(d.path.parent.name, n, state_of(d, d.status()), d.status()) for n, d in jobs]
         if args.output != "text":
@@ -437,6 +441,10 @@ def status(args: argparse.Namespace) -> int:
 
 def logs(args: argparse.Namespace) -> int:
     """`kctl-train logs`: every replica's log with a [replica] prefix (-f: follow)."""
+    if not args.local:
+        from . import cluster_commands
+
+        return cluster_commands.logs(args)
     job = _local_job(args)
     manifest = job.manifest()
     name = manifest["metadata"]["name"]
@@ -460,7 +468,10 @@ def logs(args: argparse.Namespace) -> int:
 
 def delete(args: argparse.Namespace) -> int:
     """`kctl-train delete`: stop a local job and remove its record (stored data stays)."""
-    _need_local(args)
+    if not args.local:
+        from . import cluster_commands
+
+        return cluster_commands.delete(args)
     backend = LocalBackend()
     job = backend.job(args.namespace or "default", args.name)
     if not job.exists():
@@ -476,3 +487,31 @@ def delete(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     print(f"pytorchjob.kubeflow.org/{args.name} deleted (local)")
     return EXIT_OK
+
+
+def list_cmd(args: argparse.Namespace) -> int:
+    """`kctl-train list`: a table of jobs (a cluster's, or the local ones)."""
+    args.name = None
+    return status(args)
+
+
+def wait(args: argparse.Namespace) -> int:
+    """`kctl-train wait`: follow a job to its end; exit 0 on success, 1 otherwise."""
+    if args.local:
+        job = _local_job(args)
+        state = _wait(LocalBackend(), job, follow=False, timeout=args.timeout)
+        if state is None:
+            return EXIT_FAILED
+        return EXIT_OK if state == lc.SUCCEEDED else _explain_end(job, state, args.name)
+    from . import cluster_commands
+
+    backend = cluster_commands.backend_for(args)
+    return cluster_commands.follow(backend, args.namespace or "default", args.name, args)
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
+    from . import cluster_commands
+
+    job = _load(args)
+    return cluster_commands.doctor(args, render_job(job))

@@ -78,10 +78,13 @@ def _where(cmd: argparse.ArgumentParser) -> None:
         "--local",
         action="store_true",
         help="the local backend: replicas run as processes on this machine, from the "
-        "installed package (no image is pulled); state in $KCTL_TRAIN_HOME (~/.kctl-train)",
+        "installed package (no image is pulled); state in $KCTL_TRAIN_HOME (~/.kctl-train). "
+        "Without it: the cluster of your kubeconfig",
     )
-    cmd.add_argument("--context", help="kubeconfig context (Kubernetes backend)")
-    cmd.add_argument("--kubeconfig", help="kubeconfig file (Kubernetes backend)")
+    cmd.add_argument("--context", help="kubeconfig context (default: the current one)")
+    cmd.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
 
 
 def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -107,12 +110,20 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     apply.add_argument(
         "--collect-to",
         metavar="DIR",
-        help="with --wait: where results are collected (default: results/<name>/)",
+        help="with --wait: collect into DIR after success (local default: results/<name>/; "
+        "a cluster job is collected only when this is given)",
     )
     apply.add_argument(
         "--no-collect", action="store_true", help="with --wait: do not collect after success"
     )
-    apply.add_argument("--storage", metavar="URI", help="store to this file:// or s3:// URI")
+    apply.add_argument(
+        "--storage", metavar="URI", help="with --local: store to this file:// or s3:// URI"
+    )
+    apply.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="server-side apply: take over fields another manager owns",
+    )
     apply.add_argument(
         "--dry-run",
         choices=("none", "client", "server"),
@@ -134,7 +145,12 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     logs.add_argument("name", metavar="NAME")
     _where(logs)
     logs.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
-    logs.add_argument("--replica", metavar="REPLICA", help="only this replica, e.g. worker-0")
+    logs.add_argument(
+        "--replica", metavar="REPLICA", help="master-0, worker-N or all (default: all)"
+    )
+    logs.add_argument(
+        "--previous", action="store_true", help="the previous container's log (cluster)"
+    )
     logs.set_defaults(handler="logs")
 
     delete = sub.add_parser(
@@ -143,6 +159,9 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     delete.add_argument("name", metavar="NAME")
     _where(delete)
     delete.add_argument("--ignore-not-found", action="store_true")
+    delete.add_argument(
+        "--wait", action="store_true", help="cluster: return once the job and its pods are gone"
+    )
     delete.set_defaults(handler="delete")
 
     collect = sub.add_parser(
@@ -166,6 +185,26 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     collect.add_argument("--all-checkpoints", action="store_true")
     collect.add_argument("--concurrency", type=int, default=16, metavar="N")
     collect.set_defaults(handler="collect_cmd")
+
+    listing = sub.add_parser("list", help="a table of jobs: name, state, nodes, restarts, age")
+    _where(listing)
+    listing.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    listing.set_defaults(handler="list_cmd")
+
+    wait = sub.add_parser("wait", help="follow a job to its end (exit 0 on success)")
+    wait.add_argument("name", metavar="NAME")
+    _where(wait)
+    wait.add_argument("--timeout", type=float, metavar="SECONDS")
+    wait.add_argument("--collect-to", metavar="DIR", help="collect into DIR after success")
+    wait.set_defaults(handler="wait")
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check a cluster is ready for a job: CRD, namespace, RBAC, Secrets, GPU nodes",
+    )
+    doctor.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
+    _where(doctor)
+    doctor.set_defaults(handler="doctor")
 
     report = sub.add_parser(
         "report", help="training curves (PNG) and a text summary of a collected run"
@@ -192,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except commands_error() as exc:
         console.error(str(exc))
-        return int(getattr(exc, "code", EXIT_FAILED))
+        code = getattr(exc, "code", EXIT_FAILED)
+        return code if code in (EXIT_FAILED, EXIT_BAD_INPUT) else EXIT_FAILED
     except KeyboardInterrupt:
         console.error("interrupted")
         return EXIT_INTERRUPTED
@@ -203,11 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def commands_error() -> type[Exception]:
-    """The error type through which command handlers end with a message and exit code."""
+def commands_error() -> tuple[type[Exception], ...]:
+    """The errors through which command handlers end with a message (and exit code)."""
+    from ..cluster.errors import ClusterError
     from .job_commands import CommandError
 
-    return CommandError
+    return CommandError, ClusterError
 
 
 if __name__ == "__main__":

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-API_VERSION = "kubeflow.org/v1"
+GROUP, VERSION = "kubeflow.org", "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CRD_NAME = "pytorchjobs.kubeflow.org"
 KIND = "PyTorchJob"
 PLURAL = "pytorchjobs"
 CONTAINER_NAME = "pytorch"
 PORT_NAME = "pytorchjob-port"
 DEFAULT_PORT = 23456
+INIT_CONTAINER_NAME = "init-pytorch"
+# Labels the operator puts on replica pods.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 MASTER = "Master"
 WORKER = "Worker"
 REPLICA_TYPES = (MASTER, WORKER)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..kubeflow import pytorchjob as pj
 from ..spec.model import TrainingJob
+from ..storage.open import run_root
 from .network import network_additions
 from .output import canonical_json
 from .placement import node_selector, tolerations
@@ -21,6 +22,10 @@ RUNTIME_COMMAND = ["kctl-train-runtime"]
 SPEC_ENV = "KCTL_TRAIN_SPEC"
 POD_IP_ENV = "KCTL_TRAIN_POD_IP"
 SPEC_HASH_ANNOTATION = "kctl-train.io/spec-hash"
+# Where the run's objects are, so `kctl-train collect NAME` needs only the job's name.
+RUN_ROOT_ANNOTATION = "kctl-train.io/run-root"
+ENDPOINT_ANNOTATION = "kctl-train.io/storage-endpoint"
+REGION_ANNOTATION = "kctl-train.io/storage-region"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Faster loss detection in the c10d rendezvous than the 5 s x 3 default (PITFALLS.md).
 RDZV_CONF = {"join_timeout": "600", "keep_alive_interval": "1", "keep_alive_max_attempt": "3"}
@@ -87,6 +92,13 @@ def render(job: TrainingJob) -> dict[str, Any]:
         labels[KUEUE_QUEUE_LABEL] = spec.scheduling.queue
     annotations = dict(sorted(job.metadata.annotations.items()))
     annotations[SPEC_HASH_ANNOTATION] = spec_hash(job)
+    if spec.storage is not None:
+        meta = job.metadata
+        annotations[RUN_ROOT_ANNOTATION] = run_root(spec.storage.uri, meta.namespace, meta.name)
+        if spec.storage.endpoint:
+            annotations[ENDPOINT_ANNOTATION] = spec.storage.endpoint
+        if spec.storage.region:
+            annotations[REGION_ANNOTATION] = spec.storage.region
 
     replica_specs: dict[str, Any] = {}
     if job.elastic:

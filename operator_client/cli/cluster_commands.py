@@ -1,0 +1,295 @@
+"""The job commands against a Kubernetes cluster (without --local). The `kubernetes`
+client is imported here only, when one of these runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..cluster import lifecycle as lc
+from ..cluster.errors import ClusterError
+from ..cluster.kubernetes_backend import KubernetesBackend, connect
+from ..cluster.logs import replica_tag
+from ..cluster.pod_reasons import pod_phase, pod_problems, restarts
+from ..cluster.preflight import preflight
+from ..render import to_json, to_yaml
+from ..render.pytorchjob import ENDPOINT_ANNOTATION, REGION_ANNOTATION, RUN_ROOT_ANNOTATION
+from . import console
+from .progress import StatusLine
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+FAILED_LOG_LINES = 20
+
+
+def backend_for(args: argparse.Namespace) -> KubernetesBackend:
+    return KubernetesBackend(connect(args.kubeconfig, args.context))
+
+
+def state(obj: Mapping[str, Any]) -> str:
+    """The job's state from its conditions (Created before the operator has seen it)."""
+    conditions = obj.get("status", {}).get("conditions") or []
+    for cond in reversed(conditions):
+        if cond.get("status") == "True":
+            return str(cond.get("type"))
+    return "Pending" if not conditions else "Unknown"
+
+
+def _ended(obj: Mapping[str, Any]) -> bool:
+    return state(obj) in lc.FINISHED
+
+
+def _info(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def apply(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
+    """Server-side apply, after the preflight; --wait follows the job to its end."""
+    from .job_commands import CommandError
+
+    meta = manifest["metadata"]
+    backend = backend_for(args)
+    findings = preflight(backend, manifest)
+    for finding in findings:
+        (console.error if finding.level == "error" else console.warning)(finding.message)
+    if any(f.level == "error" for f in findings):
+        raise CommandError(f"pytorchjob/{meta['name']} not applied: fix the errors above")
+    before = None
+    if backend.exists(meta["namespace"], meta["name"]):
+        before = backend.get(meta["namespace"], meta["name"])
+    result = backend.apply(manifest, dry_run=args.dry_run == "server", force=args.force_conflicts)
+    if args.dry_run == "server":
+        sys.stdout.write(to_json(result) if args.output == "json" else to_yaml(result))
+        _info("(server dry run: validated by the API server and the webhook, nothing stored)")
+        return EXIT_OK
+    rv = result.get("metadata", {}).get("resourceVersion")
+    changed = before is None or before.get("metadata", {}).get("resourceVersion") != rv
+    verb = "created" if before is None else ("configured" if changed else "unchanged")
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(to_json(result) if args.output == "json" else to_yaml(result))
+    else:
+        print(f"pytorchjob.kubeflow.org/{meta['name']} {verb} (server-side)")
+    if not args.wait:
+        return EXIT_OK
+    return follow(backend, meta["namespace"], meta["name"], args)
+
+
+def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse.Namespace) -> int:
+    """Watch the job to its end with a live view of its pods; collect on success."""
+    line = StatusLine()
+    seen: set[str] = set()
+    started = time.monotonic()
+    last_pods = 0.0
+    pods: list[dict[str, Any]] = []
+    obj: dict[str, Any] = {}
+    try:
+        for obj in backend.watch_job(namespace, name, _ended):
+            for cond in obj.get("status", {}).get("conditions") or []:
+                key = f"{cond.get('type')}: {cond.get('message')}"
+                if cond.get("status") == "True" and key not in seen:
+                    seen.add(key)
+                    line.print(key)
+            if time.monotonic() - last_pods > 2 or _ended(obj):
+                pods, last_pods = backend.pods(namespace, name), time.monotonic()
+                for pod in pods:
+                    for problem in pod_problems(pod):
+                        key = f"{pod['metadata']['name']}: {problem}"
+                        if key not in seen:
+                            seen.add(key)
+                            line.print(key)
+            summary = "  ".join(
+                f"{replica_tag(name, p['metadata']['name'])} {pod_phase(p)}"
+                + (f" ({restarts(p)} restarts)" if restarts(p) else "")
+                for p in pods
+            )
+            line.update(
+                f"{state(obj)} · {summary or 'no pods yet'} · {time.monotonic() - started:.0f}s"
+            )
+            if args.timeout and time.monotonic() - started > args.timeout:
+                line.stop()
+                _info(f"still running after {args.timeout}s; the job goes on")
+                return EXIT_FAILED
+    finally:
+        line.stop()
+    if state(obj) != lc.SUCCEEDED:
+        conditions = obj.get("status", {}).get("conditions") or [{}]
+        console.error(f"{state(obj)}: {conditions[-1].get('message', '')}")
+        failing = [p for p in pods if pod_phase(p) == "Failed" or restarts(p)]
+        for pod in failing[:1]:
+            pod_name = pod["metadata"]["name"]
+            _info(f"last lines of {pod_name}:")
+            try:
+                for text in backend.log_lines(
+                    namespace,
+                    pod_name,
+                    follow=False,
+                    previous=restarts(pod) > 0 and pod_phase(pod) != "Failed",
+                    tail=FAILED_LOG_LINES,
+                ):
+                    _info(f"  {text}")
+            except ClusterError as exc:
+                _info(f"  (no log: {exc})")
+        return EXIT_FAILED
+    if args.collect_to:
+        return collect(backend, obj, Path(args.collect_to), all_checkpoints=False, concurrency=16)
+    return EXIT_OK
+
+
+def collect(
+    backend: KubernetesBackend,
+    obj: Mapping[str, Any],
+    dest: Path,
+    *,
+    all_checkpoints: bool,
+    concurrency: int,
+) -> int:
+    """Collect a cluster job's run, found through its annotations."""
+    from ..storage import StoreError, open_store
+    from .job_commands import CommandError, _collect_and_report
+
+    meta = obj["metadata"]
+    annotations = meta.get("annotations", {})
+    root = annotations.get(RUN_ROOT_ANNOTATION)
+    if not root:
+        raise CommandError(
+            f"pytorchjob/{meta['name']} has no {RUN_ROOT_ANNOTATION} annotation: it was not "
+            "rendered by kctl-train with storage (use --from STORAGE_URI)"
+        )
+    try:
+        store = open_store(
+            root,
+            endpoint=annotations.get(ENDPOINT_ANNOTATION),
+            region=annotations.get(REGION_ANNOTATION),
+            concurrency=concurrency,
+        )
+    except StoreError as exc:
+        raise CommandError(str(exc)) from None
+    return _collect_and_report(
+        store,
+        {"name": meta["name"], "namespace": meta.get("namespace", "default"), "state": state(obj)},
+        dest,
+        None,
+        all_checkpoints=all_checkpoints,
+        concurrency=concurrency,
+    )
+
+
+def status(args: argparse.Namespace) -> int:
+    backend = backend_for(args)
+    namespace = args.namespace or "default"
+    obj = backend.get(namespace, args.name)
+    pods = backend.pods(namespace, args.name)
+    if args.output != "text":
+        body = {**obj, "pods": pods}
+        sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
+        return EXIT_OK
+    print(f"pytorchjob/{args.name}  {state(obj)}")
+    print(f"{'REPLICA':<14}{'PHASE':<12}{'RESTARTS':<10}NODE")
+    for pod in pods:
+        node = pod.get("spec", {}).get("nodeName") or "-"
+        tag = replica_tag(args.name, pod["metadata"]["name"])
+        print(f"{tag:<14}{pod_phase(pod):<12}{restarts(pod):<10}{node}")
+        for problem in pod_problems(pod):
+            print(f"  {problem}")
+    for cond in obj.get("status", {}).get("conditions") or []:
+        flag = "" if cond.get("status") == "True" else " (no longer)"
+        print(
+            f"  {cond.get('lastTransitionTime')}  {cond.get('type')}{flag}: {cond.get('message')}"
+        )
+    return EXIT_OK
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    backend = backend_for(args)
+    jobs = backend.list_jobs(args.namespace)
+    if args.output != "text":
+        body = {"apiVersion": "v1", "kind": "List", "items": jobs}
+        sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
+        return EXIT_OK
+    print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}{'NODES':<7}{'RESTARTS':<10}CREATED")
+    for job in jobs:
+        meta = job["metadata"]
+        specs = job.get("spec", {}).get("pytorchReplicaSpecs", {})
+        nodes = sum(int(r.get("replicas", 1)) for r in specs.values())
+        pods = backend.pods(meta.get("namespace", "default"), meta["name"])
+        print(
+            f"{meta.get('namespace', ''):<12}{meta['name']:<28}{state(job):<12}{nodes:<7}"
+            f"{sum(restarts(p) for p in pods):<10}{meta.get('creationTimestamp', '-')}"
+        )
+    return EXIT_OK
+
+
+def logs(args: argparse.Namespace) -> int:
+    """Every replica's log with prefixes; waits for Pending pods; follows restarts."""
+    from .job_commands import CommandError
+
+    backend = backend_for(args)
+    namespace = args.namespace or "default"
+    deadline = time.monotonic() + 300
+    while True:
+        pods = backend.pods(namespace, args.name)
+        tags = {replica_tag(args.name, p["metadata"]["name"]): p for p in pods}
+        if args.replica and args.replica != "all" and args.replica not in tags and pods:
+            raise CommandError(
+                f"no replica {args.replica!r}; the job has {', '.join(tags)}", EXIT_BAD_INPUT
+            )
+        chosen = {t: p for t, p in tags.items() if args.replica in (None, "all", t)}
+        if chosen and all(pod_phase(p) != "Pending" for p in chosen.values()):
+            break
+        if time.monotonic() > deadline:
+            raise CommandError(f"the pods of {args.name} are still Pending after 5 minutes")
+        time.sleep(2)
+    prefix = len(chosen) > 1
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def stream(tag: str, pod: str) -> None:
+        try:
+            for text in backend.log_lines(
+                namespace, pod, follow=args.follow, previous=args.previous
+            ):
+                with lock:
+                    print(f"[{tag}] {text}" if prefix else text, flush=True)
+        except ClusterError as exc:
+            errors.append(str(exc))
+
+    threads = [
+        threading.Thread(target=stream, args=(t, p["metadata"]["name"]), daemon=True)
+        for t, p in chosen.items()
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)
+    for error in errors:
+        console.error(error)
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+def delete(args: argparse.Namespace) -> int:
+    backend = backend_for(args)
+    namespace = args.namespace or "default"
+    if not backend.exists(namespace, args.name):
+        if args.ignore_not_found:
+            return EXIT_OK
+        raise ClusterError(f"pytorchjob/{args.name} not found in namespace {namespace}", 404)
+    backend.delete(namespace, args.name)
+    if args.wait:
+        while backend.exists(namespace, args.name):
+            time.sleep(1)
+    print(f"pytorchjob.kubeflow.org/{args.name} deleted")
+    return EXIT_OK
+
+
+def doctor(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
+    findings = preflight(backend_for(args), manifest)
+    for finding in findings:
+        (console.error if finding.level == "error" else console.warning)(finding.message)
+    if not findings:
+        print(f"pytorchjob/{manifest['metadata']['name']}: the cluster is ready for it")
+    return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK

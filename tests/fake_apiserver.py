@@ -1,0 +1,392 @@
+"""A TEST FIXTURE: a loopback HTTP server speaking the slice of the Kubernetes API that
+kctl-train uses, so the real `kubernetes` client can be driven where no API server can run.
+
+Built from the API conventions: resourceVersion on every write, watch streams of
+ADDED/MODIFIED/DELETED events (an ERROR 410 Gone for a resourceVersion that is too old,
+or a connection dropped on purpose), server-side apply (application/apply-patch+yaml with
+fieldManager, managed fields per leaf, 409 conflicts with causes unless force, dryRun=All),
+pods with a label selector, pod logs with follow, SelfSubjectAccessReview, namespaces,
+Secrets, ServiceAccounts, nodes and the CRD. Every request is recorded for assertions.
+It is not a Kubernetes: no scheduling, no controllers; tests play the operator.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+JOBS = re.compile(
+    r"^/apis/kubeflow\.org/v1(?:/namespaces/(?P<ns>[^/]+))?/pytorchjobs(?:/(?P<name>[^/]+))?$"
+)
+CORE = re.compile(
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|events|secrets|serviceaccounts)(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
+)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+    body: Any
+
+
+@dataclass
+class State:
+    jobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    owners: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    events: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    rv: int = 100
+    oldest_rv: int = 0  # watches from before this get 410 Gone
+    drop_watch_after: int | None = None  # close a watch after this many events (once)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    logs: dict[str, list[str]] = field(default_factory=dict)
+    previous_logs: dict[str, list[str]] = field(default_factory=dict)
+    namespaces: set[str] = field(default_factory=lambda: {"default"})
+    secrets: set[str] = field(default_factory=set)
+    service_accounts: set[str] = field(default_factory=lambda: {"default"})
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    crd_installed: bool = True
+    denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, resource, sub)
+    immutable: str | None = None  # a message: changing an existing job's spec is rejected
+    requests: list[Request] = field(default_factory=list)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+
+def _leaves(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else k))
+        return out
+    return {prefix: obj}
+
+
+class FakeApiServer:
+    def __init__(self) -> None:
+        self.state = State()
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "me", "user": {"token": "t0ken"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return path
+
+    # playing the operator
+
+    def set_conditions(self, namespace: str, name: str, *types: str) -> None:
+        """Give the job these conditions (the last one current), as the operator would."""
+        with self.state.cond:
+            job = self.state.jobs[(namespace, name)]
+            job["status"] = {
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": "True" if i == len(types) - 1 or t == "Created" else "False",
+                        "reason": f"PyTorchJob{t}",
+                        "message": f"PyTorchJob {name} is {t.lower()}.",
+                        "lastTransitionTime": "2026-12-02T00:00:00Z",
+                    }
+                    for i, t in enumerate(types)
+                ]
+            }
+            _bump(self.state, "MODIFIED", job)
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _bump(state: State, kind: str, obj: dict[str, Any]) -> None:
+    state.rv += 1
+    obj["metadata"]["resourceVersion"] = str(state.rv)
+    state.events.append((state.rv, kind, copy.deepcopy(obj)))
+    state.cond.notify_all()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: State
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    # plumbing
+
+    def _send(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(
+        self, code: int, reason: str, message: str, causes: list[Any] | None = None
+    ) -> None:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
+        if causes:
+            body["details"] = {"causes": causes}
+        self._send(code, body)
+
+    def _read(self) -> tuple[dict[str, str], Any]:
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = yaml.safe_load(raw) if raw else None
+        self.state.requests.append(
+            Request(self.command, url.path, query, self.headers.get("Content-Type", ""), body)
+        )
+        return query, body
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _start_stream(self, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    # verbs
+
+    def do_GET(self) -> None:
+        query, _ = self._read()
+        path = urlparse(self.path).path
+        s = self.state
+        if (
+            path
+            == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubeflow.org"
+        ):
+            if s.crd_installed:
+                return self._send(
+                    200,
+                    {
+                        "kind": "CustomResourceDefinition",
+                        "metadata": {"name": "pytorchjobs.kubeflow.org"},
+                    },
+                )
+            return self._status(
+                404, "NotFound", 'customresourcedefinitions "pytorchjobs.kubeflow.org" not found'
+            )
+        if m := re.match(r"^/api/v1/namespaces/([^/]+)$", path):
+            if m.group(1) in s.namespaces:
+                return self._send(200, {"kind": "Namespace", "metadata": {"name": m.group(1)}})
+            return self._status(404, "NotFound", f'namespaces "{m.group(1)}" not found')
+        if path == "/api/v1/nodes":
+            return self._send(200, {"kind": "NodeList", "items": s.nodes, "metadata": {}})
+        if m := JOBS.match(path):
+            return self._get_jobs(m.group("ns"), m.group("name"), query)
+        if m := CORE.match(path):
+            return self._get_core(
+                m.group("ns"), m.group("kind"), m.group("name"), bool(m.group("log")), query
+            )
+        self._status(404, "NotFound", f"no route {path}")
+
+    def _get_jobs(self, ns: str | None, name: str | None, query: dict[str, str]) -> None:
+        s = self.state
+        if name:
+            with s.cond:
+                job = s.jobs.get((ns or "", name))
+            if job is None:
+                return self._status(404, "NotFound", f'pytorchjobs.kubeflow.org "{name}" not found')
+            return self._send(200, job)
+        selected = query.get("fieldSelector", "").removeprefix("metadata.name=")
+        if query.get("watch", "").lower() in ("true", "1"):
+            return self._watch(ns, selected, query)
+        with s.cond:
+            items = [j for (n, _), j in sorted(s.jobs.items()) if ns in (None, n)]
+            rv = str(s.rv)
+        self._send(
+            200, {"kind": "PyTorchJobList", "items": items, "metadata": {"resourceVersion": rv}}
+        )
+
+    def _watch(self, ns: str | None, name: str, query: dict[str, str]) -> None:
+        s = self.state
+        since = int(query.get("resourceVersion") or 0)
+        timeout = float(query.get("timeoutSeconds") or 30)
+        self._start_stream("application/json")
+        if since and since < s.oldest_rv:
+            self._chunk(
+                json.dumps(
+                    {
+                        "type": "ERROR",
+                        "object": {
+                            "kind": "Status",
+                            "code": 410,
+                            "reason": "Expired",
+                            "message": "too old resource version",
+                        },
+                    }
+                ).encode()
+                + b"\n"
+            )
+            self._chunk(b"")
+            return
+        deadline = time.monotonic() + timeout
+        sent = 0
+        while time.monotonic() < deadline:
+            with s.cond:
+                new = [
+                    e
+                    for e in s.events
+                    if e[0] > since
+                    and (not name or e[2]["metadata"]["name"] == name)
+                    and ns in (None, e[2]["metadata"]["namespace"])
+                ]
+                if not new:
+                    s.cond.wait(0.2)
+                    continue
+            for rv, kind, obj in new:
+                self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                since = rv
+                sent += 1
+                if s.drop_watch_after is not None and sent >= s.drop_watch_after:
+                    s.drop_watch_after = None
+                    self.close_connection = True
+                    return  # no terminating chunk: the connection just drops
+        self._chunk(b"")
+
+    def _get_core(
+        self, ns: str, kind: str, name: str | None, log: bool, query: dict[str, str]
+    ) -> None:
+        s = self.state
+        if kind == "pods" and log and name:
+            lines = (
+                s.previous_logs if query.get("previous", "").lower() == "true" else s.logs
+            ).get(name)
+            if lines is None:
+                return self._status(
+                    400, "BadRequest", f'container "pytorch" in pod "{name}" is waiting to start'
+                )
+            if "tailLines" in query:
+                lines = lines[-int(query["tailLines"]) :]
+            self._start_stream("text/plain")
+            for line in lines:
+                self._chunk(line.encode() + b"\n")
+                if query.get("follow", "").lower() == "true":
+                    time.sleep(0.01)
+            return self._chunk(b"")
+        if kind == "pods":
+            key, _, value = query.get("labelSelector", "").partition("=")
+            items = [p for p in s.pods if p["metadata"]["labels"].get(key) == value]
+            return self._send(200, {"kind": "PodList", "items": items, "metadata": {}})
+        if kind == "events":
+            return self._send(200, {"kind": "EventList", "items": [], "metadata": {}})
+        known = s.secrets if kind == "secrets" else s.service_accounts
+        if name in known:
+            return self._send(200, {"kind": kind, "metadata": {"name": name, "namespace": ns}})
+        self._status(404, "NotFound", f'{kind} "{name}" not found')
+
+    def do_POST(self) -> None:
+        _, body = self._read()
+        path = urlparse(self.path).path
+        if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            attrs = body["spec"]["resourceAttributes"]
+            key = (attrs.get("verb"), attrs.get("resource"), attrs.get("subresource") or "")
+            body["status"] = {"allowed": key not in self.state.denied}
+            return self._send(201, body)
+        self._status(404, "NotFound", f"no route {path}")
+
+    def do_PATCH(self) -> None:
+        query, body = self._read()
+        m = JOBS.match(urlparse(self.path).path)
+        if not m or not m.group("name"):
+            return self._status(404, "NotFound", "no route")
+        if self.headers.get("Content-Type") != "application/apply-patch+yaml":
+            return self._status(415, "UnsupportedMediaType", "only server-side apply is served")
+        manager = query.get("fieldManager")
+        if not manager:
+            return self._status(400, "BadRequest", "fieldManager is required for apply patch")
+        ns, name = m.group("ns"), m.group("name")
+        s = self.state
+        with s.cond:
+            existing = s.jobs.get((ns, name))
+            owners = s.owners.setdefault((ns, name), {})
+            applied = _leaves({k: v for k, v in body.items() if k != "status"})
+            current = _leaves({k: v for k, v in (existing or {}).items() if k != "status"})
+            conflicts = [
+                {
+                    "type": "FieldManagerConflict",
+                    "field": "." + path,
+                    "message": f'conflict with "{owners[path]}"',
+                }
+                for path, value in applied.items()
+                if path in owners and owners[path] != manager and current.get(path) != value
+            ]
+            if conflicts and query.get("force", "").lower() != "true":
+                return self._status(
+                    409, "Conflict", f"Apply failed with {len(conflicts)} conflicts", conflicts
+                )
+            if existing is not None and s.immutable and existing.get("spec") != body.get("spec"):
+                return self._status(422, "Invalid", s.immutable)
+            merged = copy.deepcopy(body)
+            merged["metadata"] = {**(existing or {}).get("metadata", {}), **body["metadata"]}
+            merged["metadata"].setdefault("uid", f"uid-{name}")
+            merged["metadata"].setdefault("creationTimestamp", "2026-12-02T00:00:00Z")
+            if existing is not None and "status" in existing:
+                merged["status"] = existing["status"]
+            if query.get("dryRun") == "All":
+                return self._send(200, merged)
+            unchanged = existing is not None and {**existing, "metadata": {}} == {
+                **merged,
+                "metadata": {},
+            }
+            if unchanged:
+                return self._send(200, existing)
+            for path in applied:
+                owners[path] = manager
+            s.jobs[(ns, name)] = merged
+            _bump(s, "MODIFIED" if existing else "ADDED", merged)
+            self._send(200 if existing else 201, merged)
+
+    def do_DELETE(self) -> None:
+        _, _ = self._read()
+        m = JOBS.match(urlparse(self.path).path)
+        if not m or not m.group("name"):
+            return self._status(404, "NotFound", "no route")
+        s = self.state
+        with s.cond:
+            job = s.jobs.pop((m.group("ns"), m.group("name")), None)
+            if job is None:
+                return self._status(
+                    404, "NotFound", f'pytorchjobs.kubeflow.org "{m.group("name")}" not found'
+                )
+            _bump(s, "DELETED", job)
+        self._send(200, {"kind": "Status", "status": "Success"})

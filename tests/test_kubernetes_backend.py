@@ -1,0 +1,368 @@
+"""The Kubernetes backend through the real `kubernetes` client, against the loopback test
+fixture in fake_apiserver.py (no API server can run here): what our code sends (content
+types, field manager, dryRun, watch parameters) and how it reacts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client.cli.main import main
+from operator_client.render import render
+from operator_client.spec import load_job_text
+
+from .conftest import ROOT, job_yaml
+from .fake_apiserver import FakeApiServer
+from .test_collect import make_run
+
+LABEL = "training.kubeflow.org/job-name"
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    server = FakeApiServer()
+    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    yield server
+    server.stop()
+
+
+def write(tmp_path: Path, name: str = "train", extra: str = "") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(job_yaml(name, f"  command: [python, train.py]\n  nodes: 2\n{extra}"))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def patches(api: FakeApiServer) -> list[Any]:
+    return [r for r in api.state.requests if r.method == "PATCH"]
+
+
+def pod(name: str, phase: str = "Running", **status: Any) -> dict[str, Any]:
+    job = name.rsplit("-", 2)[0]
+    return {
+        "metadata": {"name": name, "namespace": "default", "labels": {LABEL: job}},
+        "spec": {"nodeName": "node-1"},
+        "status": {"phase": phase, **status},
+    }
+
+
+def test_apply_is_a_server_side_apply_and_reapply_is_a_no_op(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path)
+    assert run(capsys, "apply", str(path))[:2] == (
+        0,
+        "pytorchjob.kubeflow.org/train created (server-side)\n",
+    )
+    (request,) = patches(api)
+    assert request.content_type == "application/apply-patch+yaml"
+    assert request.query == {"fieldManager": "kctl-train"}
+    assert request.path == "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/train"
+    assert request.body == render(load_job_text(path.read_text()).job)
+    assert "unchanged" in run(capsys, "apply", str(path))[1]
+    write(tmp_path, extra="  fault: {backoffLimit: 2}\n")
+    assert "configured" in run(capsys, "apply", str(path))[1]
+
+
+def test_server_dry_run_stores_nothing(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "apply", str(write(tmp_path)), "--dry-run=server", "-o", "json")
+    assert code == 0 and '"kind": "PyTorchJob"' in out and "server dry run" in err
+    assert patches(api)[0].query["dryRun"] == "All"
+    assert api.state.jobs == {}
+
+
+def test_client_dry_run_needs_no_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    code, out, _ = run(capsys, "apply", str(write(tmp_path)), "--dry-run=client")
+    assert code == 0 and "kind: PyTorchJob" in out
+
+
+def test_conflicts_name_the_fields_and_managers(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path)
+    assert run(capsys, "apply", str(path))[0] == 0
+    # Someone edits the job with kubectl (another field manager).
+    from kubernetes import client
+
+    from operator_client.cluster.kubernetes_backend import connect
+
+    other = render(load_job_text(path.read_text()).job)
+    other["spec"]["runPolicy"]["backoffLimit"] = 1
+    custom = client.CustomObjectsApi(connect())
+    custom.patch_namespaced_custom_object(
+        "kubeflow.org",
+        "v1",
+        "default",
+        "pytorchjobs",
+        "train",
+        other,
+        field_manager="kubectl",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    write(tmp_path, extra="  fault: {backoffLimit: 3}\n")
+    code, _, err = run(capsys, "apply", str(path))
+    assert code == 1
+    assert '.spec.runPolicy.backoffLimit: conflict with "kubectl"' in err
+    assert "--force-conflicts" in err
+    assert run(capsys, "apply", str(path), "--force-conflicts")[0] == 0
+    assert patches(api)[-1].query["force"] == "True"
+
+
+def test_changing_an_immutable_field_says_what_to_do(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path)
+    assert run(capsys, "apply", str(path))[0] == 0
+    api.state.immutable = 'PyTorchJob.kubeflow.org "train" is invalid: spec: field is immutable'
+    write(tmp_path, extra="  fault: {backoffLimit: 3}\n")
+    code, _, err = run(capsys, "apply", str(path))
+    assert (
+        code == 1 and "cannot change on an existing job" in err and "kctl-train delete train" in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda s: setattr(s, "crd_installed", False), "install the training-operator v1.9.4"),
+        (lambda s: s.namespaces.clear(), "kubectl create namespace default"),
+        (lambda s: s.denied.add(("create", "pytorchjobs", "")), "you may not create pytorchjobs"),
+    ],
+)
+def test_preflight_errors_stop_the_apply(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: Any, message: str
+) -> None:
+    setup(api.state)
+    code, _, err = run(capsys, "apply", str(write(tmp_path)))
+    assert code == 1 and message in err and "not applied" in err
+    assert patches(api) == []
+
+
+def test_doctor_checks_secrets_service_accounts_and_gpu_nodes(
+    api: FakeApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.state.namespaces.add("imaging")
+    api.state.nodes = [
+        {
+            "metadata": {
+                "name": "n1",
+                "labels": {"agentpool": "gpu", "kubernetes.azure.com/accelerator": "nvidia"},
+            },
+            "status": {"allocatable": {"nvidia.com/gpu": "1"}},
+        }
+    ]
+    code, _, err = run(capsys, "doctor", str(ROOT / "examples/aks-a100.yaml"))
+    assert code == 1
+    assert "Secret minio-credentials does not exist in namespace imaging" in err
+    assert "allocatable nvidia.com/gpu" in err or "no node matches" in err
+    api.state.secrets.add("minio-credentials")
+    api.state.service_accounts.add("trainer")
+    code, _, err = run(capsys, "doctor", str(ROOT / "examples/aks-a100.yaml"))
+    assert "Secret minio-credentials" not in err
+
+
+def operator(api: FakeApiServer, *steps: tuple[float, Any]) -> threading.Thread:
+    """Play the training-operator: after each delay, apply a change to the fake state."""
+
+    def play() -> None:
+        deadline = time.monotonic() + 10
+        while ("default", "train") not in api.state.jobs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for delay, step in steps:
+            time.sleep(delay)
+            step()
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_wait_follows_conditions_and_shows_why_pods_are_stuck(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stuck = pod(
+        "train-worker-0",
+        "Pending",
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+            }
+        ],
+    )
+    thread = operator(
+        api,
+        (0.2, lambda: api.set_conditions("default", "train", "Created", "Running")),
+        (0.1, lambda: api.state.pods.extend([pod("train-master-0"), stuck])),
+        (2.5, lambda: api.set_conditions("default", "train", "Created", "Running", "Succeeded")),
+    )
+    code, _, err = run(capsys, "apply", str(write(tmp_path)), "--wait")
+    thread.join()
+    assert code == 0, err
+    assert "Running: PyTorchJob train is running." in err
+    assert (
+        "train-worker-0: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+        in err
+    )
+    assert "Succeeded: PyTorchJob train is succeeded." in err
+    watches = [r for r in api.state.requests if r.query.get("watch", "").lower() == "true"]
+    assert watches and all(
+        r.query.get("resourceVersion") and r.query.get("timeoutSeconds") for r in watches
+    )
+    assert all(r.query["fieldSelector"] == "metadata.name=train" for r in watches)
+
+
+@pytest.mark.parametrize("trouble", ["gone", "drop"])
+def test_wait_survives_expired_and_dropped_watches(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], trouble: str
+) -> None:
+    assert run(capsys, "apply", str(write(tmp_path)))[0] == 0
+    if trouble == "gone":
+        api.state.oldest_rv = 10**9  # every watch from an old resourceVersion gets 410
+        thread = operator(
+            api,
+            (0.5, lambda: setattr(api.state, "oldest_rv", 0)),
+            (0.3, lambda: api.set_conditions("default", "train", "Created", "Succeeded")),
+        )
+    else:
+        api.state.drop_watch_after = 1
+        thread = operator(
+            api,
+            (0.3, lambda: api.set_conditions("default", "train", "Created", "Running")),
+            (0.5, lambda: api.set_conditions("default", "train", "Created", "Succeeded")),
+        )
+    code, _, err = run(capsys, "wait", "train", "--timeout", "20")
+    thread.join()
+    assert code == 0, err
+
+
+def test_a_failed_job_shows_the_reason_and_the_failing_pods_last_lines(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    oom = pod(
+        "train-master-0",
+        "Failed",
+        containerStatuses=[
+            {
+                "name": "pytorch",
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+            }
+        ],
+    )
+    api.state.logs["train-master-0"] = [f"line {i}" for i in range(100)] + ["CUDA out of memory"]
+    thread = operator(
+        api,
+        (0.1, lambda: api.state.pods.append(oom)),
+        (0.2, lambda: api.set_conditions("default", "train", "Created", "Failed")),
+    )
+    code, _, err = run(capsys, "apply", str(write(tmp_path)), "--wait")
+    thread.join()
+    assert code == 1
+    assert "error: Failed: PyTorchJob train is failed." in err
+    assert "OOMKilled (exit code 137): raise resources.memory" in err
+    assert "CUDA out of memory" in err and "line 50" not in err  # the last lines only
+
+
+def test_logs_of_every_replica_with_prefixes(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.state.pods = [pod("train-master-0"), pod("train-worker-0")]
+    api.state.logs = {"train-master-0": ["m1", "m2"], "train-worker-0": ["w1"]}
+    api.state.previous_logs = {"train-worker-0": ["before the restart"]}
+    code, out, _ = run(capsys, "logs", "train", "-f")
+    assert code == 0
+    assert sorted(out.splitlines()) == ["[master-0] m1", "[master-0] m2", "[worker-0] w1"]
+    assert run(capsys, "logs", "train", "--replica", "worker-0")[1] == "w1\n"
+    assert (
+        run(capsys, "logs", "train", "--replica", "worker-0", "--previous")[1]
+        == "before the restart\n"
+    )
+    follows = [
+        r
+        for r in api.state.requests
+        if r.path.endswith("/log") and r.query.get("follow", "").lower() == "true"
+    ]
+    assert {r.query["container"] for r in follows} == {"pytorch"}
+    code, _, err = run(capsys, "logs", "train", "--replica", "worker-9")
+    assert code == 2 and "master-0, worker-0" in err
+
+
+def test_status_list_and_delete(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "apply", str(write(tmp_path)))[0] == 0
+    api.set_conditions("default", "train", "Created", "Running")
+    api.state.pods = [
+        pod(
+            "train-master-0",
+            containerStatuses=[{"name": "pytorch", "restartCount": 2, "state": {"running": {}}}],
+        ),
+        pod(
+            "train-worker-0",
+            "Pending",
+            containerStatuses=[
+                {
+                    "name": "pytorch",
+                    "image": "img:1",
+                    "state": {"waiting": {"reason": "ImagePullBackOff"}},
+                }
+            ],
+        ),
+    ]
+    code, out, _ = run(capsys, "status", "train")
+    assert code == 0 and "pytorchjob/train  Running" in out
+    assert "cannot pull image img:1" in out
+    code, out, _ = run(capsys, "list")
+    assert "train" in out and "Running" in out and out.splitlines()[1].split()[4] == "2"
+    code, out, _ = run(capsys, "delete", "train", "--wait")
+    assert code == 0 and "deleted" in out
+    (request,) = [r for r in api.state.requests if r.method == "DELETE"]
+    assert request.query["propagationPolicy"] == "Foreground"
+    code, _, err = run(capsys, "delete", "train")
+    assert code == 1 and "not found" in err
+    assert run(capsys, "delete", "train", "--ignore-not-found")[0] == 0
+
+
+def test_collect_finds_the_run_through_the_jobs_annotations(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_uri = (tmp_path / "bucket").as_uri()
+    path = write(tmp_path, extra=f"  storage: {{uri: '{store_uri}'}}\n")
+    assert run(capsys, "apply", str(path))[0] == 0
+    from operator_client.storage import open_store
+
+    make_run(open_store(f"{store_uri}/default/train/"), tmp_path)
+    code, out, err = run(capsys, "collect", "train", "--to", str(tmp_path / "got"))
+    assert code == 0, err
+    assert (tmp_path / "got/checkpoints/step-000000000040/model.ckpt").is_file()
+    assert "final val_loss" in out
+
+
+def test_no_kubeconfig_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run(capsys, "status", "train")
+    assert code == 1 and "no usable Kubernetes configuration" in err and "--local" in err
