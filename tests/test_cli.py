@@ -163,12 +163,15 @@ def test_no_colour_when_not_a_terminal(tmp_path: Path) -> None:
 HEAVY = ("torch", "lightning", "kubernetes", "boto3", "pandas", "botocore", "matplotlib")
 
 
-def test_render_imports_nothing_heavy() -> None:
+@pytest.mark.parametrize(
+    "argv", [["render", QUICKSTART], ["apply", QUICKSTART, "--dry-run=client"]]
+)
+def test_render_paths_import_nothing_heavy(argv: list[str]) -> None:
     probe = (
         "import sys, io, contextlib\n"
         "from operator_client.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    code = main(['render', {QUICKSTART!r}])\n"
+        f"    code = main({argv!r})\n"
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "print(code, heavy)\n"
     )

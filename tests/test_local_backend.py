@@ -283,6 +283,9 @@ def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> 
     (tmp_path / "ns.yaml").write_text(elsewhere.replace("{name: ns}", "{name: ns, namespace: a}"))
     out = kctl("apply", "ns.yaml", "-n", "b", "--local", "--dry-run=client", env=env, cwd=tmp_path)
     assert out.returncode == 2 and "metadata.namespace is 'a' but -n says 'b'" in out.stderr
+    forced = ["apply", "ns.yaml", "-n", "b", "--force-namespace", "--local", "--dry-run=client"]
+    out = kctl(*forced, env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "namespace: b" in out.stdout
 
 
 def running(pid: int) -> bool:

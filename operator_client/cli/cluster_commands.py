@@ -135,7 +135,14 @@ def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse
                 _info(f"  (no log: {exc})")
         return EXIT_FAILED
     if args.collect_to:
-        return collect(backend, obj, Path(args.collect_to), all_checkpoints=False, concurrency=16)
+        return collect(
+            backend,
+            obj,
+            Path(args.collect_to),
+            all_checkpoints=False,
+            concurrency=16,
+            endpoint=args.collect_endpoint,
+        )
     return EXIT_OK
 
 
@@ -146,8 +153,10 @@ def collect(
     *,
     all_checkpoints: bool,
     concurrency: int,
+    endpoint: str | None = None,
 ) -> int:
-    """Collect a cluster job's run, found through its annotations."""
+    """Collect a cluster job's run, found through its annotations. `endpoint` replaces the
+    job's S3 endpoint when the one the pods use is not reachable from here."""
     from ..storage import StoreError, open_store
     from .job_commands import CommandError, _collect_and_report
 
@@ -162,7 +171,7 @@ def collect(
     try:
         store = open_store(
             root,
-            endpoint=annotations.get(ENDPOINT_ANNOTATION),
+            endpoint=endpoint or annotations.get(ENDPOINT_ANNOTATION),
             region=annotations.get(REGION_ANNOTATION),
             concurrency=concurrency,
         )
@@ -210,7 +219,7 @@ def list_jobs(args: argparse.Namespace) -> int:
         body = {"apiVersion": "v1", "kind": "List", "items": jobs}
         sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
         return EXIT_OK
-    print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}{'NODES':<7}{'RESTARTS':<10}CREATED")
+    print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}{'NODES':<7}{'RESTARTS':<10}AGE")
     for job in jobs:
         meta = job["metadata"]
         specs = job.get("spec", {}).get("pytorchReplicaSpecs", {})
@@ -218,9 +227,23 @@ def list_jobs(args: argparse.Namespace) -> int:
         pods = backend.pods(meta.get("namespace", "default"), meta["name"])
         print(
             f"{meta.get('namespace', ''):<12}{meta['name']:<28}{state(job):<12}{nodes:<7}"
-            f"{sum(restarts(p) for p in pods):<10}{meta.get('creationTimestamp', '-')}"
+            f"{sum(restarts(p) for p in pods):<10}{_age(meta.get('creationTimestamp'))}"
         )
     return EXIT_OK
+
+
+def _age(timestamp: str | None) -> str:
+    """kubectl's AGE column from an RFC 3339 creationTimestamp."""
+    from datetime import datetime, timezone
+
+    if not timestamp:
+        return "-"
+    created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    seconds = int((datetime.now(timezone.utc) - created).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def logs(args: argparse.Namespace) -> int:

@@ -48,10 +48,10 @@ def _load(args: argparse.Namespace) -> TrainingJob:
     console.report(w for w in loaded.warnings if not (args.local and w.path == "spec.storage"))
     job = loaded.job
     if args.namespace and args.namespace != job.metadata.namespace:
-        if "namespace" in job.metadata.model_fields_set:
+        if "namespace" in job.metadata.model_fields_set and not args.force_namespace:
             raise CommandError(
                 f"{loaded.source}: metadata.namespace is {job.metadata.namespace!r} but "
-                f"-n says {args.namespace!r}; drop -n or change the file",
+                f"-n says {args.namespace!r}; drop -n, change the file, or --force-namespace",
                 EXIT_BAD_INPUT,
             )
         job = job.model_copy(
@@ -339,6 +339,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
             Path(args.to or Path("results") / args.name),
             all_checkpoints=args.all_checkpoints,
             concurrency=args.concurrency,
+            endpoint=args.endpoint,
         )
     dest = Path(args.to or Path("results") / args.name)
     return _collect_and_report(

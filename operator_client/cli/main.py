@@ -87,6 +87,14 @@ def _where(cmd: argparse.ArgumentParser) -> None:
     )
 
 
+def _force_namespace(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--force-namespace",
+        action="store_true",
+        help="let -n replace the namespace the job file names",
+    )
+
+
 def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apply = sub.add_parser(
         "apply",
@@ -100,6 +108,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     apply.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
     _where(apply)
+    _force_namespace(apply)
     apply.add_argument("--wait", action="store_true", help="follow the job until it ends")
     apply.add_argument(
         "-f", "--follow", action="store_true", help="with --wait: stream every replica's log"
@@ -112,6 +121,11 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="DIR",
         help="with --wait: collect into DIR after success (local default: results/<name>/; "
         "a cluster job is collected only when this is given)",
+    )
+    apply.add_argument(
+        "--collect-endpoint",
+        metavar="URL",
+        help="S3 endpoint for collecting from here, when the pods' endpoint is in-cluster",
     )
     apply.add_argument(
         "--no-collect", action="store_true", help="with --wait: do not collect after success"
@@ -181,7 +195,11 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="URI",
         help="the job's storage.uri (s3://bucket/prefix or file:///path), without a job record",
     )
-    collect.add_argument("--endpoint", metavar="URL", help="with --from: S3 endpoint")
+    collect.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="S3 endpoint: with --from, or instead of the job's (an in-cluster one)",
+    )
     collect.add_argument("--all-checkpoints", action="store_true")
     collect.add_argument("--concurrency", type=int, default=16, metavar="N")
     collect.set_defaults(handler="collect_cmd")
@@ -196,6 +214,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _where(wait)
     wait.add_argument("--timeout", type=float, metavar="SECONDS")
     wait.add_argument("--collect-to", metavar="DIR", help="collect into DIR after success")
+    wait.add_argument("--collect-endpoint", metavar="URL", help="S3 endpoint for collecting")
     wait.set_defaults(handler="wait")
 
     doctor = sub.add_parser(
@@ -204,6 +223,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     doctor.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
     _where(doctor)
+    _force_namespace(doctor)
     doctor.set_defaults(handler="doctor")
 
     report = sub.add_parser(

@@ -127,7 +127,7 @@ def preflight(backend: KubernetesBackend, manifest: Mapping[str, Any]) -> list[F
                 Finding(
                     level,
                     f"you may not {verb} {what} in namespace {namespace} "
-                    "(ask for the RBAC in manifests/)",
+                    "(manifests/rbac/kctl-train-user.yaml has the Role to bind)",
                 )
             )
     pod = _template(manifest)["spec"]
