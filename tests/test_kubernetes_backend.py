@@ -308,6 +308,30 @@ def test_logs_of_every_replica_with_prefixes(
     assert code == 2 and "master-0, worker-0" in err
 
 
+def test_following_logs_continues_after_a_container_restart(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "apply", str(write(tmp_path, extra="")))[0] == 0
+    api.set_conditions("default", "train", "Created", "Running")
+    worker = pod("train-worker-0", containerStatuses=[{"name": "pytorch", "restartCount": 0}])
+    api.state.pods = [worker]
+    api.state.logs = {"train-worker-0": ["before"]}
+
+    def restart() -> None:
+        api.state.logs["train-worker-0"] = ["after"]
+        worker["status"]["containerStatuses"][0]["restartCount"] = 1
+
+    thread = operator(
+        api,
+        (0.3, restart),
+        (2.5, lambda: api.set_conditions("default", "train", "Created", "Running", "Succeeded")),
+    )
+    code, out, _ = run(capsys, "logs", "train", "-f", "--replica", "worker-0")
+    thread.join()
+    assert code == 0
+    assert out.splitlines() == ["before", "--- train-worker-0 restarted (restart 1) ---", "after"]
+
+
 def test_status_list_and_delete(
     api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -270,13 +270,25 @@ def logs(args: argparse.Namespace) -> int:
     lock = threading.Lock()
     errors: list[str] = []
 
+    def emit(tag: str, text: str) -> None:
+        with lock:
+            print(f"[{tag}] {text}" if prefix else text, flush=True)
+
     def stream(tag: str, pod: str) -> None:
         try:
-            for text in backend.log_lines(
-                namespace, pod, follow=args.follow, previous=args.previous
-            ):
-                with lock:
-                    print(f"[{tag}] {text}" if prefix else text, flush=True)
+            seen = restarts(chosen[tag])
+            while True:
+                for text in backend.log_lines(
+                    namespace, pod, follow=args.follow, previous=args.previous
+                ):
+                    emit(tag, text)
+                if not args.follow or args.previous:
+                    return
+                restarted = _next_container(backend, namespace, args.name, pod, seen)
+                if restarted is None:
+                    return
+                seen = restarted
+                emit(tag, f"--- {pod} restarted (restart {seen}) ---")
         except ClusterError as exc:
             errors.append(str(exc))
 
@@ -292,6 +304,24 @@ def logs(args: argparse.Namespace) -> int:
     for error in errors:
         console.error(error)
     return EXIT_FAILED if errors else EXIT_OK
+
+
+def _next_container(
+    backend: KubernetesBackend, namespace: str, name: str, pod: str, seen: int
+) -> int | None:
+    """After a followed log ends: the pod's new restart count once its container has
+    restarted, or None when the job has ended or the pod is gone."""
+    while True:
+        current = {p["metadata"]["name"]: p for p in backend.pods(namespace, name)}.get(pod)
+        if current is None or not backend.exists(namespace, name):
+            return None
+        if _ended(backend.get(namespace, name)):
+            return None
+        if restarts(current) > seen and pod_phase(current) == "Running":
+            return restarts(current)
+        if pod_phase(current) in ("Succeeded", "Failed"):
+            return None
+        time.sleep(2)
 
 
 def delete(args: argparse.Namespace) -> int:
