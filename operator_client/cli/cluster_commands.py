@@ -13,7 +13,7 @@ from typing import Any
 
 from ..cluster import lifecycle as lc
 from ..cluster.errors import ClusterError
-from ..cluster.kubernetes_backend import KubernetesBackend, connect
+from ..cluster.kubernetes_backend import WATCH_SECONDS, KubernetesBackend, connect
 from ..cluster.logs import replica_tag
 from ..cluster.pod_reasons import pod_phase, pod_problems, restarts
 from ..cluster.preflight import preflight
@@ -78,43 +78,84 @@ def apply(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
     return follow(backend, meta["namespace"], meta["name"], args)
 
 
+class _PodView:
+    """The live view while following: a thread lists the job's pods every 2 s, prints each
+    new reason a pod is stuck once, and redraws the status line (the watch only wakes on
+    changes of the job itself)."""
+
+    def __init__(self, backend: KubernetesBackend, namespace: str, name: str) -> None:
+        self.backend, self.namespace, self.name = backend, namespace, name
+        self.line = StatusLine()
+        self.seen: set[str] = set()
+        self.pods: list[dict[str, Any]] = []
+        self.job: dict[str, Any] = {}
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _PodView:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.refresh()  # the pods as the job ended, for the failure report
+        self.line.stop()
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            if text not in self.seen:
+                self.seen.add(text)
+                self.line.print(text)
+
+    def update(self, job: dict[str, Any]) -> None:
+        self.job = job
+        for cond in job.get("status", {}).get("conditions") or []:
+            if cond.get("status") == "True":
+                self.say(f"{cond.get('type')}: {cond.get('message')}")
+        self._draw()
+
+    def refresh(self) -> None:
+        try:
+            self.pods = self.backend.pods(self.namespace, self.name)
+        except ClusterError:
+            return  # a hiccup of the API: the next round tries again
+        for pod in self.pods:
+            for problem in pod_problems(pod):
+                self.say(f"{pod['metadata']['name']}: {problem}")
+
+    def _draw(self) -> None:
+        summary = "  ".join(
+            f"{replica_tag(self.name, p['metadata']['name'])} {pod_phase(p)}"
+            + (f" ({restarts(p)} restarts)" if restarts(p) else "")
+            for p in self.pods
+        )
+        elapsed = time.monotonic() - self.started
+        with self._lock:
+            self.line.update(f"{state(self.job)} · {summary or 'no pods yet'} · {elapsed:.0f}s")
+
+    def _run(self) -> None:
+        while not self._stop.wait(2.0 if self.pods else 0.5):
+            self.refresh()
+            self._draw()
+
+
 def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse.Namespace) -> int:
     """Watch the job to its end with a live view of its pods; collect on success."""
-    line = StatusLine()
-    seen: set[str] = set()
     started = time.monotonic()
-    last_pods = 0.0
-    pods: list[dict[str, Any]] = []
     obj: dict[str, Any] = {}
-    try:
-        for obj in backend.watch_job(namespace, name, _ended):
-            for cond in obj.get("status", {}).get("conditions") or []:
-                key = f"{cond.get('type')}: {cond.get('message')}"
-                if cond.get("status") == "True" and key not in seen:
-                    seen.add(key)
-                    line.print(key)
-            if time.monotonic() - last_pods > 2 or _ended(obj):
-                pods, last_pods = backend.pods(namespace, name), time.monotonic()
-                for pod in pods:
-                    for problem in pod_problems(pod):
-                        key = f"{pod['metadata']['name']}: {problem}"
-                        if key not in seen:
-                            seen.add(key)
-                            line.print(key)
-            summary = "  ".join(
-                f"{replica_tag(name, p['metadata']['name'])} {pod_phase(p)}"
-                + (f" ({restarts(p)} restarts)" if restarts(p) else "")
-                for p in pods
-            )
-            line.update(
-                f"{state(obj)} · {summary or 'no pods yet'} · {time.monotonic() - started:.0f}s"
-            )
+    # The watch wakes at least this often, so that --timeout is honoured.
+    wake = min(WATCH_SECONDS, int(args.timeout) + 1) if args.timeout else WATCH_SECONDS
+    with _PodView(backend, namespace, name) as view:
+        for obj in backend.watch_job(namespace, name, _ended, watch_seconds=wake):
+            view.update(obj)
             if args.timeout and time.monotonic() - started > args.timeout:
-                line.stop()
+                view.line.stop()
                 _info(f"still running after {args.timeout}s; the job goes on")
                 return EXIT_FAILED
-    finally:
-        line.stop()
+    pods = view.pods
     if state(obj) != lc.SUCCEEDED:
         conditions = obj.get("status", {}).get("conditions") or [{}]
         console.error(f"{state(obj)}: {conditions[-1].get('message', '')}")

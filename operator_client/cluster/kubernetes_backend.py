@@ -205,7 +205,11 @@ class KubernetesBackend:
         return True
 
     def watch_job(
-        self, namespace: str, name: str, stop: Callable[[dict[str, Any]], bool]
+        self,
+        namespace: str,
+        name: str,
+        stop: Callable[[dict[str, Any]], bool],
+        watch_seconds: int = WATCH_SECONDS,
     ) -> Iterator[dict[str, Any]]:
         """The job's object each time it changes, until stop(object) is true. Starts from
         a GET; a watch expiring (410 Gone) or dropping re-reads and watches again."""
@@ -221,8 +225,8 @@ class KubernetesBackend:
                 pj.PLURAL,
                 field_selector=f"metadata.name={name}",
                 resource_version=rv,
-                timeout_seconds=WATCH_SECONDS,
-                _request_timeout=REQUEST_TIMEOUT,
+                timeout_seconds=watch_seconds,
+                _request_timeout=(REQUEST_TIMEOUT[0], watch_seconds + 30),
             )
             try:
                 for event in stream:
