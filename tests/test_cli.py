@@ -188,3 +188,20 @@ def test_the_import_probe_sees_an_installed_heavy_module() -> None:
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "['kubernetes']", r.stdout + r.stderr
+
+
+def test_render_check_reports_drift_for_gitops(tmp_path: Path) -> None:
+    out = tmp_path / "rendered"
+    other = str(ROOT / "examples" / "aks-a100.yaml")
+    assert kctl("render", QUICKSTART, other, "--output-dir", str(out)).returncode == 0
+    clean = kctl("render", QUICKSTART, other, "--check", str(out))
+    assert clean.returncode == 0 and "2 manifest(s)" in clean.stdout
+    edited = out / "quickstart.yaml"
+    edited.write_text(edited.read_text().replace("backoffLimit: 6", "backoffLimit: 1"))
+    (out / "old-job.yaml").write_text("kind: PyTorchJob\n")
+    (out / "segmentation.yaml").unlink()
+    r = kctl("render", QUICKSTART, other, "--check", str(out))
+    assert r.returncode == 1 and "3 manifest(s)" in r.stderr
+    assert "-    backoffLimit: 1\n+    backoffLimit: 6\n" in r.stdout
+    assert "segmentation.yaml: missing" in r.stdout
+    assert "old-job.yaml: not rendered by any of the job files" in r.stdout

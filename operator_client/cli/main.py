@@ -37,10 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="yaml",
         help="output format (default: yaml)",
     )
-    render.add_argument(
+    target = render.add_mutually_exclusive_group()
+    target.add_argument(
         "--output-dir",
         metavar="DIR",
         help="write one <name>.yaml (or .json) per job into DIR instead of printing",
+    )
+    target.add_argument(
+        "--check",
+        metavar="DIR",
+        help="GitOps drift check: exit 1 with a diff when DIR's manifests differ from a "
+        "fresh render (missing, changed, or not rendered by any of the files)",
     )
     render.set_defaults(handler="render")
 

@@ -63,6 +63,8 @@ def render(args: argparse.Namespace) -> int:
     text = to_json if args.output == "json" else to_yaml
     if args.output_dir:
         return _write_dir(Path(args.output_dir), manifests, args.output)
+    if args.check:
+        return _check_dir(Path(args.check), manifests, args.output)
     if args.output == "json" and len(manifests) > 1:
         sys.stdout.write(to_json({"apiVersion": "v1", "kind": "List", "items": manifests}))
     elif args.output == "json":
@@ -89,6 +91,46 @@ def _write_dir(directory: Path, manifests: list[dict[str, object]], fmt: str) ->
     except OSError as exc:
         console.error(f"cannot write to {directory}: {exc.strerror or exc}")
         return 1
+    return 0
+
+
+def _check_dir(directory: Path, manifests: list[dict[str, object]], fmt: str) -> int:
+    """Compare DIR/<name>.<fmt> with a fresh render; a unified diff on stdout per drift."""
+    import difflib
+
+    dump = to_json if fmt == "json" else to_yaml
+    expected = {}
+    for manifest in manifests:
+        meta = manifest["metadata"]
+        assert isinstance(meta, dict)
+        expected[f"{meta['name']}.{fmt}"] = dump(manifest)
+    drift = 0
+    for name, text in sorted(expected.items()):
+        path = directory / name
+        try:
+            committed = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            print(f"{path}: missing (kctl-train render --output-dir {directory} writes it)")
+            drift += 1
+            continue
+        if committed != text:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    committed.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    f"{path} (committed)",
+                    f"{path} (rendered now)",
+                )
+            )
+            drift += 1
+    others = sorted(p.name for p in directory.glob(f"*.{fmt}") if p.name not in expected)
+    for name in others:
+        print(f"{directory / name}: not rendered by any of the job files (stale?)")
+        drift += 1
+    if drift:
+        console.error(f"{drift} manifest(s) in {directory} differ from a fresh render")
+        return 1
+    print(f"{len(expected)} manifest(s) in {directory} match a fresh render")
     return 0
 
 
