@@ -274,8 +274,8 @@ def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> 
         kctl("delete", "nope", "--local", "--ignore-not-found", env=env, cwd=tmp_path).returncode
         == 0
     )
-    out = kctl("collect", "nope", env=env, cwd=tmp_path)
-    assert out.returncode == 2 and "--from" in out.stderr
+    out = kctl("collect", "nope", env=no_cluster, cwd=tmp_path)
+    assert out.returncode == 1 and "no usable Kubernetes configuration" in out.stderr
     out = kctl("report", "nope", env=env, cwd=tmp_path)
     assert out.returncode == 1 and "kctl-train collect" in out.stderr
     assert "Traceback" not in out.stderr
