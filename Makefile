@@ -18,6 +18,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,runtime]'
 	touch $@
 
+# checkov in a virtual environment of its own: beside boto3 it resolves to urllib3 1.26,
+# which must not constrain the client's environment (tests/test_checkov.py runs it).
+SCAN := .venv-scan
+SCAN_STAMP := $(SCAN)/.installed
+
+$(SCAN_STAMP):
+	$(PYTHON) -m venv $(SCAN)
+	$(SCAN)/bin/pip install --quiet --disable-pip-version-check 'checkov>=3.2,<4'
+	touch $@
+
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check operator_client tests bench
 	$(BIN)/mypy
 
-test: lint
+test: lint $(SCAN_STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
@@ -43,4 +53,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/collect_transfer.py
 
 clean:
-	rm -rf $(VENV) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SCAN) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis

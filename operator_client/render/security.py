@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# The trainer image (images/) creates this user; any non-root uid works with the defaults.
-RUN_AS_USER = 1000
-RUN_AS_GROUP = 1000
+# The trainer image (images/) creates this user. Above 10000, so it never collides with a
+# host account (checkov CKV_K8S_40).
+RUN_AS_USER = 10001
+RUN_AS_GROUP = 10001
 
 
 def pod_security_context() -> dict[str, Any]:
