@@ -37,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="yaml",
         help="output format (default: yaml)",
     )
+    render.add_argument(
+        "--pods",
+        action="store_true",
+        help="also emit each replica's pod template as a standalone Pod, for scanners such "
+        "as checkov that do not look inside a PyTorchJob (not for applying)",
+    )
     target = render.add_mutually_exclusive_group()
     target.add_argument(
         "--output-dir",
@@ -72,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the JSON schema of job.yaml",
         description="Print the JSON schema of job.yaml, generated from "
         "the spec model (for yaml-language-server and Helm).",
+    )
+    schema.add_argument(
+        "--helm",
+        action="store_true",
+        help="the schema of the Helm chart's values instead (charts/kctl-train/values.schema.json)",
     )
     schema.set_defaults(handler="schema")
     _job_commands(sub)

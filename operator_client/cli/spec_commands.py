@@ -60,6 +60,10 @@ def render(args: argparse.Namespace) -> int:
                 f"rendered job: {'; '.join(problems)}"
             )
             return 1
+    if args.pods:
+        from ..render.pods import replica_pods
+
+        manifests = [doc for m in manifests for doc in (m, *replica_pods(m))]
     text = to_json if args.output == "json" else to_yaml
     if args.output_dir:
         return _write_dir(Path(args.output_dir), manifests, args.output)
@@ -176,6 +180,11 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
-    """`kctl-train schema`: the JSON schema of job.yaml."""
+    """`kctl-train schema`: the JSON schema of job.yaml (or of the chart's values)."""
+    if args.helm:
+        from ..render.helm import values_schema
+
+        sys.stdout.write(json.dumps(values_schema(), indent=2) + "\n")
+        return 0
     sys.stdout.write(json.dumps(job_schema(), indent=2) + "\n")
     return 0

@@ -17,6 +17,7 @@ from .network import network_additions
 from .output import canonical_json
 from .placement import node_selector, tolerations
 from .security import container_security_context, pod_security_context
+from .waivers import skip_annotations
 
 RUNTIME_COMMAND = ["kctl-train-runtime"]
 SPEC_ENV = "KCTL_TRAIN_SPEC"
@@ -32,8 +33,9 @@ RDZV_CONF = {"join_timeout": "600", "keep_alive_interval": "1", "keep_alive_max_
 
 
 def spec_document(job: TrainingJob) -> dict[str, Any]:
-    """The job with every default filled in, as JSON-compatible data."""
-    return job.model_dump(mode="json", by_alias=True)
+    """The job with every default filled in, as JSON-compatible data (unset optional
+    fields left out, as Helm leaves out null values)."""
+    return job.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def spec_hash(job: TrainingJob) -> str:
@@ -158,7 +160,7 @@ def _replica(job: TrainingJob, replicas: int) -> dict[str, Any]:
         "replicas": replicas,
         "restartPolicy": job.spec.fault.restart_policy,
         "template": {
-            "metadata": {"labels": job_labels(job)},
+            "metadata": {"labels": job_labels(job), "annotations": skip_annotations(job)},
             "spec": _pod_spec(job),
         },
     }
