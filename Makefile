@@ -28,6 +28,16 @@ $(SCAN_STAMP):
 	$(SCAN)/bin/pip install --quiet --disable-pip-version-check 'checkov>=3.2,<4'
 	touch $@
 
+# TorchX beside the client (the torchx extra) in its own environment too: TorchX 0.7 pins
+# urllib3<1.27 (tests/test_torchx.py runs its scheduler and CLI there).
+TORCHX := .venv-torchx
+TORCHX_STAMP := $(TORCHX)/.installed
+
+$(TORCHX_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(TORCHX)
+	$(TORCHX)/bin/pip install --quiet --disable-pip-version-check -e '.[torchx]'
+	touch $@
+
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -42,7 +52,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check operator_client tests bench
 	$(BIN)/mypy
 
-test: lint $(SCAN_STAMP)
+test: lint $(SCAN_STAMP) $(TORCHX_STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
@@ -53,4 +63,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/collect_transfer.py
 
 clean:
-	rm -rf $(VENV) $(SCAN) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SCAN) $(TORCHX) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Optional integrations with other tools (each imports its tool; install the extra)."""
