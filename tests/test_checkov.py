@@ -1,6 +1,6 @@
-"""checkov over every example's rendered PyTorchJob and its replica pods (emitted as
-standalone Pods by `render --pods`, since checkov does not look inside PyTorchJob
-templates). Zero failed checks beyond tests/checkov_waivers.yaml, and no stale waiver.
+"""checkov over every example's rendered PyTorchJob and the Helm chart's, and their replica
+pods (emitted as standalone Pods by `render --pods`, since checkov does not look inside
+PyTorchJob templates). Zero failed checks beyond tests/checkov_waivers.yaml, and no stale waiver.
 
 checkov lives in its own virtual environment (.venv-scan, made by `make test`): beside
 boto3 it resolves to urllib3 1.26, which must not constrain the client's environment."""
@@ -32,6 +32,25 @@ def checkov() -> str:
     return found
 
 
+def chart_output(directory: Path) -> None:
+    """The Helm chart's PyTorchJob (quickstart values) and its replica pods, as files."""
+    helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    from operator_client.render import to_yaml
+    from operator_client.render.pods import replica_pods
+
+    chart = ROOT / "charts" / "kctl-train"
+    values = yaml.safe_load((chart / "ci/quickstart-values.yaml").read_text())
+    values["name"] = "helm-quickstart"
+    loaded = helm_python.Chart.load(str(chart))
+    try:
+        out = loaded.render(values=values, name="release", namespace="ml")
+    finally:
+        loaded.close()
+    job = yaml.safe_load(out["kctl-train/templates/pytorchjob.yaml"])
+    for doc in (job, *replica_pods(job)):
+        (directory / f"{doc['metadata']['name']}.yaml").write_text(to_yaml(doc))
+
+
 def test_examples_pass_checkov_apart_from_listed_waivers(tmp_path: Path) -> None:
     scanner = checkov()
     rendered = subprocess.run(
@@ -40,6 +59,7 @@ def test_examples_pass_checkov_apart_from_listed_waivers(tmp_path: Path) -> None
         text=True,
     )
     assert rendered.returncode == 0, rendered.stderr
+    chart_output(tmp_path)
     scan = subprocess.run(
         [scanner, "-d", str(tmp_path), "--framework", "kubernetes", "-o", "json"],
         capture_output=True,

@@ -133,7 +133,7 @@ def test_the_rbac_manifest_grants_what_the_backend_uses() -> None:
     granted = {
         (group, resource, verb)
         for doc in docs
-        for rule in doc["rules"]
+        for rule in doc.get("rules", [])
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
