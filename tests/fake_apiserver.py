@@ -52,6 +52,7 @@ class State:
     drop_watch_after: int | None = None  # close a watch after this many events (once)
     pods: list[dict[str, Any]] = field(default_factory=list)
     logs: dict[str, list[str]] = field(default_factory=dict)
+    pod_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     previous_logs: dict[str, list[str]] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     secrets: set[str] = field(default_factory=set)
@@ -308,7 +309,15 @@ class _Handler(BaseHTTPRequestHandler):
             items = [p for p in s.pods if p["metadata"]["labels"].get(key) == value]
             return self._send(200, {"kind": "PodList", "items": items, "metadata": {}})
         if kind == "events":
-            return self._send(200, {"kind": "EventList", "items": [], "metadata": {}})
+            wanted = dict(
+                term.split("=", 1) for term in query.get("fieldSelector", "").split(",") if term
+            )
+            items = [
+                e
+                for e in s.pod_events.get(wanted.get("involvedObject.name", ""), [])
+                if "type" not in wanted or e.get("type") == wanted["type"]
+            ]
+            return self._send(200, {"kind": "EventList", "items": items, "metadata": {}})
         known = s.secrets if kind == "secrets" else s.service_accounts
         if name in known:
             return self._send(200, {"kind": kind, "metadata": {"name": name, "namespace": ns}})

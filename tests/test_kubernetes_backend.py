@@ -210,10 +210,14 @@ def test_wait_follows_conditions_and_shows_why_pods_are_stuck(
             }
         ],
     )
+    api.state.pod_events["train-master-0"] = [
+        {"type": "Normal", "reason": "Scheduled", "message": "assigned"},
+        {"type": "Warning", "reason": "FailedMount", "message": 'secret "s3" not found'},
+    ]
     thread = operator(
         api,
         (0.2, lambda: api.set_conditions("default", "train", "Created", "Running")),
-        (0.1, lambda: api.state.pods.extend([pod("train-master-0"), stuck])),
+        (0.1, lambda: api.state.pods.extend([pod("train-master-0", "Pending"), stuck])),
         (2.5, lambda: api.set_conditions("default", "train", "Created", "Running", "Succeeded")),
     )
     code, _, err = run(capsys, "apply", str(write(tmp_path)), "--wait")
@@ -225,6 +229,8 @@ def test_wait_follows_conditions_and_shows_why_pods_are_stuck(
         in err
     )
     assert "Succeeded: PyTorchJob train is succeeded." in err
+    assert 'train-master-0: FailedMount: secret "s3" not found' in err
+    assert "Scheduled" not in err  # Normal events are not news
     watches = [r for r in api.state.requests if r.query.get("watch", "").lower() == "true"]
     assert watches and all(
         r.query.get("resourceVersion") and r.query.get("timeoutSeconds") for r in watches

@@ -123,8 +123,15 @@ class _PodView:
         except ClusterError:
             return  # a hiccup of the API: the next round tries again
         for pod in self.pods:
-            for problem in pod_problems(pod):
-                self.say(f"{pod['metadata']['name']}: {problem}")
+            name = pod["metadata"]["name"]
+            problems = pod_problems(pod)
+            for problem in problems:
+                self.say(f"{name}: {problem}")
+            if not problems and pod_phase(pod) == "Pending":
+                # Nothing in the pod's status yet: the scheduler's and kubelet's warnings
+                # (FailedScheduling, FailedMount, ...) are in its events.
+                for event in self.backend.warnings(self.namespace, name):
+                    self.say(f"{name}: {event}")
 
     def _draw(self) -> None:
         summary = "  ".join(

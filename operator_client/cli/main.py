@@ -105,6 +105,16 @@ def _where(cmd: argparse.ArgumentParser) -> None:
     )
 
 
+def _table_output(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "yaml", "json"),
+        default="text",
+        help="a table, or the objects as YAML or JSON",
+    )
+
+
 def _force_namespace(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--force-namespace",
@@ -170,7 +180,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     status = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
     status.add_argument("name", nargs="?", metavar="NAME")
     _where(status)
-    status.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    _table_output(status)
     status.set_defaults(handler="status")
 
     logs = sub.add_parser("logs", help="the replicas' logs, prefixed [master-0], [worker-0]")
@@ -224,7 +234,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     listing = sub.add_parser("list", help="a table of jobs: name, state, nodes, restarts, age")
     _where(listing)
-    listing.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    _table_output(listing)
     listing.set_defaults(handler="list_cmd")
 
     wait = sub.add_parser("wait", help="follow a job to its end (exit 0 on success)")

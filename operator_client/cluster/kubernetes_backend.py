@@ -262,14 +262,15 @@ class KubernetesBackend:
         pods = list(body.get("items", []))
         return sorted(pods, key=lambda p: _replica_order(p["metadata"]["name"]))
 
-    def events(self, namespace: str, pod: str) -> list[dict[str, Any]]:
+    def warnings(self, namespace: str, pod: str) -> list[str]:
+        """A pod's Warning events as `Reason: message` lines, oldest first."""
         body = self.raw(
             f"events of {pod}",
             self.core.list_namespaced_event,
             namespace,
-            field_selector=f"involvedObject.name={pod}",
+            field_selector=f"involvedObject.name={pod},type=Warning",
         )
-        return list(body.get("items", []))
+        return [f"{e.get('reason', '?')}: {e.get('message', '')}" for e in body.get("items", [])]
 
     def log_lines(
         self,
