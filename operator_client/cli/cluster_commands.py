@@ -20,10 +20,9 @@ from ..cluster.preflight import preflight
 from ..render import to_json, to_yaml
 from ..render.pytorchjob import ENDPOINT_ANNOTATION, REGION_ANNOTATION, RUN_ROOT_ANNOTATION
 from . import console
+from .console import FAILED_LOG_LINES
+from .exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandError
 from .progress import StatusLine
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-FAILED_LOG_LINES = 20
 
 
 def backend_for(args: argparse.Namespace) -> KubernetesBackend:
@@ -43,14 +42,8 @@ def _ended(obj: Mapping[str, Any]) -> bool:
     return state(obj) in lc.FINISHED
 
 
-def _info(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def apply(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
     """Server-side apply, after the preflight; --wait follows the job to its end."""
-    from .job_commands import CommandError
-
     meta = manifest["metadata"]
     backend = backend_for(args)
     findings = preflight(backend, manifest)
@@ -64,7 +57,9 @@ def apply(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
     result = backend.apply(manifest, dry_run=args.dry_run == "server", force=args.force_conflicts)
     if args.dry_run == "server":
         sys.stdout.write(to_json(result) if args.output == "json" else to_yaml(result))
-        _info("(server dry run: validated by the API server and the webhook, nothing stored)")
+        console.info(
+            "(server dry run: validated by the API server and the webhook, nothing stored)"
+        )
         return EXIT_OK
     rv = result.get("metadata", {}).get("resourceVersion")
     changed = before is None or before.get("metadata", {}).get("resourceVersion") != rv
@@ -160,7 +155,7 @@ def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse
             view.update(obj)
             if args.timeout and time.monotonic() - started > args.timeout:
                 view.line.stop()
-                _info(f"still running after {args.timeout}s; the job goes on")
+                console.info(f"still running after {args.timeout}s; the job goes on")
                 return EXIT_FAILED
     pods = view.pods
     if state(obj) != lc.SUCCEEDED:
@@ -169,7 +164,7 @@ def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse
         failing = [p for p in pods if pod_phase(p) == "Failed" or restarts(p)]
         for pod in failing[:1]:
             pod_name = pod["metadata"]["name"]
-            _info(f"last lines of {pod_name}:")
+            console.info(f"last lines of {pod_name}:")
             try:
                 for text in backend.log_lines(
                     namespace,
@@ -178,9 +173,9 @@ def follow(backend: KubernetesBackend, namespace: str, name: str, args: argparse
                     previous=restarts(pod) > 0 and pod_phase(pod) != "Failed",
                     tail=FAILED_LOG_LINES,
                 ):
-                    _info(f"  {text}")
+                    console.info(f"  {text}")
             except ClusterError as exc:
-                _info(f"  (no log: {exc})")
+                console.info(f"  (no log: {exc})")
         return EXIT_FAILED
     if args.collect_to:
         return collect(
@@ -206,7 +201,7 @@ def collect(
     """Collect a cluster job's run, found through its annotations. `endpoint` replaces the
     job's S3 endpoint when the one the pods use is not reachable from here."""
     from ..storage import StoreError, open_store
-    from .job_commands import CommandError, _collect_and_report
+    from .job_commands import collect_and_report
 
     meta = obj["metadata"]
     annotations = meta.get("annotations", {})
@@ -225,7 +220,7 @@ def collect(
         )
     except StoreError as exc:
         raise CommandError(str(exc)) from None
-    return _collect_and_report(
+    return collect_and_report(
         store,
         {"name": meta["name"], "namespace": meta.get("namespace", "default"), "state": state(obj)},
         dest,
@@ -296,8 +291,6 @@ def _age(timestamp: str | None) -> str:
 
 def logs(args: argparse.Namespace) -> int:
     """Every replica's log with prefixes; waits for Pending pods; follows restarts."""
-    from .job_commands import CommandError
-
     backend = backend_for(args)
     namespace = args.namespace or "default"
     deadline = time.monotonic() + 300

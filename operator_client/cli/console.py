@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from ..spec import SpecIssue
 
 _STYLE = {"error": "bold red", "warning": "yellow"}
+# How many of a failed replica's last log lines a failure report shows.
+FAILED_LOG_LINES = 20
 
 
 def colour() -> bool:
@@ -55,3 +57,8 @@ def warning(message: str) -> None:
             )
         ]
     )
+
+
+def info(text: str) -> None:
+    """A progress or status line on stderr (stdout stays for what scripts capture)."""
+    print(text, file=sys.stderr, flush=True)

@@ -1,5 +1,6 @@
-"""Commands that run jobs and fetch their results: apply, status, logs, delete, collect,
-report. This version runs jobs with the local backend (`--local`)."""
+"""Commands that run jobs and fetch their results: apply, status, list, wait, logs,
+delete, collect, report, doctor. The local backend (`--local`) is handled here; cluster jobs
+go to cluster_commands, which alone imports the kubernetes client."""
 
 from __future__ import annotations
 
@@ -21,23 +22,9 @@ from ..spec import load_job, load_job_text
 from ..spec.model import Storage, TrainingJob
 from ..storage import ObjectStore, StoreError
 from . import console
+from .console import FAILED_LOG_LINES
+from .exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError
 from .progress import StatusLine, TrainingProgress, TransferDisplay
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FAILED_LOG_LINES = 20
-
-
-class CommandError(Exception):
-    """A command cannot go on; `code` is its exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _info(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
 
 # apply
 
@@ -128,7 +115,9 @@ def apply(args: argparse.Namespace) -> int:
     except LocalJobError as exc:
         raise CommandError(str(exc), EXIT_BAD_INPUT) from None
     if args.dry_run == "server":
-        _info(f"pytorchjob/{name} would be started locally (dry run: checked, nothing started)")
+        console.info(
+            f"pytorchjob/{name} would be started locally (dry run: checked, nothing started)"
+        )
         return EXIT_OK
     try:
         jobdir = backend.submit(manifest)
@@ -141,18 +130,22 @@ def apply(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
     else:
         print(f"pytorchjob.kubeflow.org/{name} created (local)")
-    _info(f"  storage: {storage.uri if storage else '-'}")
+    console.info(f"  storage: {storage.uri if storage else '-'}")
     if resumes is not None:
-        _info(
+        console.info(
             f"  resume:  the store holds a checkpoint at step {resumes}; the run continues from it"
         )
-    _info(f"  logs:    kctl-train logs {name} --local -f   (files in {jobdir.path / 'logs'})")
+    console.info(
+        f"  logs:    kctl-train logs {name} --local -f   (files in {jobdir.path / 'logs'})"
+    )
     if not args.wait:
-        _info(f"  status:  kctl-train status {name} --local")
+        console.info(f"  status:  kctl-train status {name} --local")
         return EXIT_OK
     state = _wait(backend, jobdir, follow=args.follow, timeout=args.timeout)
     if state is None:
-        _info(f"still running after {args.timeout}s; it goes on: kctl-train status {name} --local")
+        console.info(
+            f"still running after {args.timeout}s; it goes on: kctl-train status {name} --local"
+        )
         return EXIT_FAILED
     if state != lc.SUCCEEDED:
         return _explain_end(jobdir, state, args.file)
@@ -160,7 +153,7 @@ def apply(args: argparse.Namespace) -> int:
         return EXIT_OK
     dest = Path(args.collect_to or Path("results") / name)
     meta = {"name": name, "namespace": job.metadata.namespace}
-    return _collect_and_report(
+    return collect_and_report(
         _job_store(job, 16), meta, dest, jobdir, all_checkpoints=False, concurrency=16
     )
 
@@ -184,7 +177,7 @@ def _wait(backend: LocalBackend, job: JobDir, *, follow: bool, timeout: float | 
         return _watch(job, follow=follow, timeout=timeout)
     except KeyboardInterrupt:
         pass
-    _info(
+    console.info(
         "\nstopping the job: the replicas commit an emergency checkpoint (Ctrl-C again to kill now)"
     )
     backend.stop(job, "stopped by Ctrl-C")
@@ -222,7 +215,7 @@ def _watch(job: JobDir, *, follow: bool, timeout: float | None) -> str | None:
                     if line is not None:
                         line.print(message)
                     else:
-                        _info(message)
+                        console.info(message)
             if ended or state == "Unknown":
                 return state
             if line is not None:
@@ -243,18 +236,18 @@ def _explain_end(job: JobDir, state: str, source: str) -> int:
     if state == "Unknown":
         reason = f"the local supervisor died; see {job.supervisor_log}"
     if state == lc.SUSPENDED:
-        _info(f"{state}: {reason}")
+        console.info(f"{state}: {reason}")
     else:
         console.error(f"{state}: {reason}")
     failed = [
         r for r in status.get("local", {}).get("replicas", []) if r.get("exitCode") not in (None, 0)
     ]
     for replica in failed[:1] if state != lc.SUSPENDED else []:
-        _info(f"last lines of {replica['name']} (exit code {replica['exitCode']}):")
+        console.info(f"last lines of {replica['name']} (exit code {replica['exitCode']}):")
         for text in tail(Path(replica["log"]), FAILED_LOG_LINES):
-            _info(f"  {text}")
+            console.info(f"  {text}")
     if state == lc.SUSPENDED:
-        _info(f"committed checkpoints are kept; `kctl-train apply {source} --local` resumes")
+        console.info(f"committed checkpoints are kept; `kctl-train apply {source} --local` resumes")
         return EXIT_INTERRUPTED
     return EXIT_FAILED
 
@@ -262,7 +255,7 @@ def _explain_end(job: JobDir, state: str, source: str) -> int:
 # collect and report
 
 
-def _collect_and_report(
+def collect_and_report(
     store: ObjectStore,
     meta: dict[str, Any],
     dest: Path,
@@ -342,7 +335,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
             endpoint=args.endpoint,
         )
     dest = Path(args.to or Path("results") / args.name)
-    return _collect_and_report(
+    return collect_and_report(
         store,
         meta,
         dest,
@@ -481,7 +474,9 @@ def delete(args: argparse.Namespace) -> int:
         raise CommandError(f"no local job {args.namespace or 'default'}/{args.name}")
     running = job.supervisor_alive()
     if running:
-        _info(f"stopping {args.name}: SIGTERM to its replicas, then SIGKILL after the grace period")
+        console.info(
+            f"stopping {args.name}: SIGTERM to its replicas, then SIGKILL after the grace period"
+        )
     try:
         backend.delete(job)
     except LocalJobError as exc:

@@ -10,8 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+from .exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -294,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def commands_error() -> tuple[type[Exception], ...]:
     """The errors through which command handlers end with a message (and exit code)."""
     from ..cluster.errors import ClusterError
-    from .job_commands import CommandError
+    from .exits import CommandError
 
     return CommandError, ClusterError
 
