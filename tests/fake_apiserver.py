@@ -125,6 +125,13 @@ class FakeApiServer:
         self.httpd.server_close()
 
 
+def _selected(pod: dict[str, Any], selector: str) -> bool:
+    """A label selector of one `key=value` or one `key` (exists) term."""
+    key, eq, value = selector.partition("=")
+    labels = pod["metadata"].get("labels", {})
+    return not key or (key in labels and (not eq or labels[key] == value))
+
+
 def _bump(state: State, kind: str, obj: dict[str, Any]) -> None:
     state.rv += 1
     obj["metadata"]["resourceVersion"] = str(state.rv)
@@ -210,6 +217,9 @@ class _Handler(BaseHTTPRequestHandler):
             if m.group(1) in s.namespaces:
                 return self._send(200, {"kind": "Namespace", "metadata": {"name": m.group(1)}})
             return self._status(404, "NotFound", f'namespaces "{m.group(1)}" not found')
+        if path == "/api/v1/pods":
+            items = [p for p in s.pods if _selected(p, query.get("labelSelector", ""))]
+            return self._send(200, {"kind": "PodList", "items": items, "metadata": {}})
         if path == "/api/v1/nodes":
             return self._send(200, {"kind": "NodeList", "items": s.nodes, "metadata": {}})
         if m := JOBS.match(path):
@@ -305,8 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(0.01)
             return self._chunk(b"")
         if kind == "pods":
-            key, _, value = query.get("labelSelector", "").partition("=")
-            items = [p for p in s.pods if p["metadata"]["labels"].get(key) == value]
+            items = [p for p in s.pods if _selected(p, query.get("labelSelector", ""))]
             return self._send(200, {"kind": "PodList", "items": items, "metadata": {}})
         if kind == "events":
             wanted = dict(

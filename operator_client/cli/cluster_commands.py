@@ -51,9 +51,7 @@ def apply(args: argparse.Namespace, manifest: dict[str, Any]) -> int:
         (console.error if finding.level == "error" else console.warning)(finding.message)
     if any(f.level == "error" for f in findings):
         raise CommandError(f"pytorchjob/{meta['name']} not applied: fix the errors above")
-    before = None
-    if backend.exists(meta["namespace"], meta["name"]):
-        before = backend.get(meta["namespace"], meta["name"])
+    before = backend.find(meta["namespace"], meta["name"])
     result = backend.apply(manifest, dry_run=args.dry_run == "server", force=args.force_conflicts)
     if args.dry_run == "server":
         sys.stdout.write(to_json(result) if args.output == "json" else to_yaml(result))
@@ -258,6 +256,7 @@ def status(args: argparse.Namespace) -> int:
 def list_jobs(args: argparse.Namespace) -> int:
     backend = backend_for(args)
     jobs = backend.list_jobs(args.namespace)
+    pods_of = backend.pods_by_job(args.namespace) if args.output == "text" else {}
     if args.output != "text":
         body = {"apiVersion": "v1", "kind": "List", "items": jobs}
         sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
@@ -267,7 +266,7 @@ def list_jobs(args: argparse.Namespace) -> int:
         meta = job["metadata"]
         specs = job.get("spec", {}).get("pytorchReplicaSpecs", {})
         nodes = sum(int(r.get("replicas", 1)) for r in specs.values())
-        pods = backend.pods(meta.get("namespace", "default"), meta["name"])
+        pods = pods_of.get((meta.get("namespace", "default"), meta["name"]), [])
         print(
             f"{meta.get('namespace', ''):<12}{meta['name']:<28}{state(job):<12}{nodes:<7}"
             f"{sum(restarts(p) for p in pods):<10}{_age(meta.get('creationTimestamp'))}"
@@ -354,9 +353,10 @@ def _next_container(
     restarted, or None when the job has ended or the pod is gone."""
     while True:
         current = {p["metadata"]["name"]: p for p in backend.pods(namespace, name)}.get(pod)
-        if current is None or not backend.exists(namespace, name):
+        if current is None:
             return None
-        if _ended(backend.get(namespace, name)):
+        job = backend.find(namespace, name)
+        if job is None or _ended(job):
             return None
         if restarts(current) > seen and pod_phase(current) == "Running":
             return restarts(current)
@@ -368,13 +368,13 @@ def _next_container(
 def delete(args: argparse.Namespace) -> int:
     backend = backend_for(args)
     namespace = args.namespace or "default"
-    if not backend.exists(namespace, args.name):
+    if backend.find(namespace, args.name) is None:
         if args.ignore_not_found:
             return EXIT_OK
         raise ClusterError(f"pytorchjob/{args.name} not found in namespace {namespace}", 404)
     backend.delete(namespace, args.name)
     if args.wait:
-        while backend.exists(namespace, args.name):
+        while backend.find(namespace, args.name) is not None:
             time.sleep(1)
     print(f"pytorchjob.kubeflow.org/{args.name} deleted")
     return EXIT_OK

@@ -195,14 +195,14 @@ class KubernetesBackend:
             propagation_policy="Foreground",
         )
 
-    def exists(self, namespace: str, name: str) -> bool:
+    def find(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The job, or None when there is none (other errors raise)."""
         try:
-            self.get(namespace, name)
+            return self.get(namespace, name)
         except ClusterError as exc:
             if exc.code == 404:
-                return False
+                return None
             raise
-        return True
 
     def watch_job(
         self,
@@ -261,6 +261,23 @@ class KubernetesBackend:
         )
         pods = list(body.get("items", []))
         return sorted(pods, key=lambda p: _replica_order(p["metadata"]["name"]))
+
+    def pods_by_job(self, namespace: str | None) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every PyTorchJob pod of a namespace (or all), in one call, by (namespace, job)."""
+        if namespace:
+            body = self.raw(
+                "pods", self.core.list_namespaced_pod, namespace, label_selector=pj.JOB_NAME_LABEL
+            )
+        else:
+            body = self.raw(
+                "pods", self.core.list_pod_for_all_namespaces, label_selector=pj.JOB_NAME_LABEL
+            )
+        grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for pod in body.get("items", []):
+            meta = pod["metadata"]
+            key = (meta.get("namespace", ""), meta["labels"][pj.JOB_NAME_LABEL])
+            grouped.setdefault(key, []).append(pod)
+        return grouped
 
     def warnings(self, namespace: str, pod: str) -> list[str]:
         """A pod's Warning events as `Reason: message` lines, oldest first."""
