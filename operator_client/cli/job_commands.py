@@ -11,15 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster import lifecycle as lc
-from ..cluster.jobdir import JobDir, home
+from ..cluster.jobdir import JobDir
 from ..cluster.local import LocalBackend, LocalJobError, state_of
+from ..cluster.local_storage import store_for_local_run
 from ..cluster.logs import LogFollower, replica_tag, tail
 from ..kubeflow.webhook import webhook_errors
 from ..render import render as render_job
 from ..render import to_json, to_yaml
 from ..render.pytorchjob import NotRenderedError, job_of
 from ..spec import load_job, load_job_text
-from ..spec.model import Storage, TrainingJob
+from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError
 from . import console
 from .console import FAILED_LOG_LINES
@@ -31,7 +32,7 @@ from .progress import StatusLine, TrainingProgress, TransferDisplay
 
 def _load(args: argparse.Namespace) -> TrainingJob:
     loaded = load_job_text(sys.stdin.read(), "<stdin>") if args.file == "-" else load_job(args.file)
-    # A local run always has a store (local_storage), so "no storage" does not apply.
+    # A local run always has a store (cluster/local_storage.py): "no storage" does not apply.
     console.report(w for w in loaded.warnings if not (args.local and w.path == "spec.storage"))
     job = loaded.job
     if args.namespace and args.namespace != job.metadata.namespace:
@@ -47,48 +48,12 @@ def _load(args: argparse.Namespace) -> TrainingJob:
     return job
 
 
-def local_storage(job: TrainingJob, override: str | None) -> tuple[TrainingJob, str | None]:
-    """The job with the store a local run uses, and a warning when it is not the spec's.
-
-    --storage wins; a file:// store is used as it is; an s3:// store when it answers now;
-    otherwise (or with no storage at all) a directory under $KCTL_TRAIN_HOME."""
-    from ..storage import open_store
-
-    fallback = (home() / "store").resolve().as_uri()
-    spec = job.spec.storage
-    note = None
-    if override:
-        # Another s3:// location keeps the spec's endpoint and credentials; anything else
-        # is a store of its own.
-        same_kind = spec is not None and override.startswith("s3://") == spec.uri.startswith(
-            "s3://"
-        )
-        storage = Storage.model_validate(
-            {**(spec.model_dump() if spec and same_kind else {}), "uri": override}
-        )
-    elif spec is None:
-        storage = Storage(uri=fallback)
-    elif spec.uri.startswith("file://"):
-        storage = spec
-    else:
-        try:
-            open_store(spec.uri, endpoint=spec.endpoint, region=spec.region).probe()
-            storage = spec
-        except StoreError as exc:
-            note = f"storage {spec.uri} is not reachable ({exc}); storing to {fallback} instead"
-            storage = Storage(uri=fallback)
-    updated = job.model_copy(
-        update={"spec": job.spec.model_copy(update={"storage": storage})}, deep=True
-    )
-    return updated, note
-
-
 def apply(args: argparse.Namespace) -> int:
     """`kctl-train apply`: render, run (--local), follow, collect and report."""
     job = _load(args)
     if args.local:
         try:
-            job, note = local_storage(job, args.storage)
+            job, note = store_for_local_run(job, args.storage)
         except ValueError:
             raise CommandError(
                 f"--storage: {args.storage!r} is not a store URI; use s3://bucket/prefix or "
@@ -389,7 +354,8 @@ def status(args: argparse.Namespace) -> int:
         )
     if args.name is None:
         jobs = LocalBackend().list(args.namespace)
-        rows = [(d.path.parent.name, n, state_of(d, d.status()), d.status()) for n, d in jobs]
+        statuses = [(n, d, d.status()) for n, d in jobs]
+        rows = [(d.path.parent.name, n, state_of(d, body), body) for n, d, body in statuses]
         if args.output != "text":
             items = [s for *_, s in rows]
             listing = {"apiVersion": "v1", "kind": "List", "items": items}
