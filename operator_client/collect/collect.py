@@ -225,19 +225,20 @@ def _collect_outputs(
         key = join_key(OUTPUTS, split, AGGREGATE)
         manifest_key = join_key(OUTPUTS, split, AGGREGATE_MANIFEST)
         entry: dict[str, Any] = {"path": key, "epochs": [m["epoch"] for m in manifests]}
+        (path,) = destinations(dest, [key]).values()
         try:
-            committed = json.loads(store.get_bytes(manifest_key))
+            raw = store.get_bytes(manifest_key)
+            committed = json.loads(raw)
         except (StoreError, ValueError):
             committed = None
         if committed is not None and committed.get("units") == covered_units(manifests):
             bad = down.fetch([Item(key, committed["size"], committed["sha256"])])
             if not bad:
-                down.fetch([Item(manifest_key, None)])
+                (path.parent / AGGREGATE_MANIFEST).write_bytes(raw)  # already read: no 2nd GET
                 outputs[split] = {**entry, "rows": committed["rows"], "rebuilt": False}
                 continue
             problems.extend(problem for _, problem in bad)
         # Rank 0 did not write a current aggregate (the job failed or still runs): rebuild.
-        (path,) = destinations(dest, [key]).values()
         scratch = dest / SCRATCH / "aggregate"
         try:
             built, rows = aggregate_split(store, split, manifests, scratch)
