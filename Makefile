@@ -61,6 +61,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/checkpoint_upload.py
 	$(BIN)/python bench/aggregate.py
 	$(BIN)/python bench/collect_transfer.py
+	$(BIN)/python bench/hostile_input.py
+	$(BIN)/python bench/faults.py
 
 clean:
 	rm -rf $(VENV) $(SCAN) $(TORCHX) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -120,8 +120,11 @@ def test_an_interrupted_collect_resumes_and_never_leaves_a_partial_file(
     run: FileStore, tmp_path: Path
 ) -> None:
     dest = tmp_path / "out"
-    with pytest.raises(StoreError, match="connection reset"):
-        collect(Interrupted(run.root, "1.json"), dest)
+    # An object that cannot be read (after the store's own retries) is a problem in the
+    # summary, not the end of the collect.
+    failed = collect(Interrupted(run.root, "1.json"), dest)
+    assert any("connection reset" in p for p in failed.problems)
+    assert json.loads((dest / "summary.json").read_text())["problems"] == failed.problems
     assert not (dest / "attempts/1.json").exists()
     assert not list(dest.rglob(".*partial"))
     # Files finished before the failure, even in the same batch, are kept.

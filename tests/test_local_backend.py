@@ -315,3 +315,145 @@ def test_status_and_delete_after_the_supervisor_died(tmp_path: Path, env: dict[s
     while running(replica):
         assert time.monotonic() < deadline, "the orphaned replica still runs"
         time.sleep(0.2)
+
+
+# A replica that leaves a process in a session of its own (as torchrun does with its
+# workers), and records that process's PID.
+ESCAPES = (
+    "  command: [python, -c, 'import os, subprocess, sys, time; "
+    'p = subprocess.Popen(["sleep", "300"], start_new_session=True); '
+    'open(sys.argv[1] + "/" + str(p.pid), "w").close(); time.sleep(300)\', \'{pids}\']\n'
+)
+
+
+def escaped_pids(directory: Path, count: int, timeout: float = 30) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while len(found := {int(p.name) for p in directory.iterdir()}) < count:
+        assert time.monotonic() < deadline, f"only {found} started"
+        time.sleep(0.1)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds processes through /proc")
+def test_a_killed_replica_takes_every_process_it_started_with_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = job_file(tmp_path, "escape", ESCAPES.format(pids=pids))
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (first,) = escaped_pids(pids, 1)
+    replica = status_of("escape", env, tmp_path)["local"]["replicas"][0]["pid"]
+    os.killpg(replica, signal.SIGKILL)  # the container's group: not the escaped process
+    deadline = time.monotonic() + 30
+    while running(first):
+        assert time.monotonic() < deadline, "the replica's escaped process survived it"
+        time.sleep(0.1)
+    escaped_pids(pids, 2)  # restarted: a new one, alone
+    assert kctl("delete", "escape", "--local", env=env, cwd=tmp_path).returncode == 0
+    assert not any(running(pid) for pid in escaped_pids(pids, 2))
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds processes through /proc")
+def test_reapply_after_the_supervisor_died_stops_the_old_run_first(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = job_file(tmp_path, "twice", ESCAPES.format(pids=pids))
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    (old,) = escaped_pids(pids, 1)
+    body = status_of("twice", env, tmp_path)
+    old_replica = body["local"]["replicas"][0]["pid"]
+    os.kill(body["local"]["supervisorPid"], signal.SIGKILL)
+    time.sleep(0.5)
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert not running(old) and not running(old_replica)
+    new = escaped_pids(pids, 2) - {old}
+    assert new and all(running(pid) for pid in new)
+    assert kctl("delete", "twice", "--local", env=env, cwd=tmp_path).returncode == 0
+
+
+def test_a_supervisor_that_cannot_start_a_replica_fails_the_job(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A replica that cannot even be started (here a NUL byte in its env, which the spec
+    refuses but a hand-made manifest can carry) fails the job with the reason."""
+    from operator_client.cluster.local import LocalBackend
+    from operator_client.render import render
+    from operator_client.spec.loader import load_job
+
+    path = job_file(tmp_path, "nul", "  command: [sleep, '1']\n  env: {A: x}\n")
+    manifest = render(load_job(path).job)
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    for item in container["containers"][0]["env"]:
+        if item["name"] == "A":
+            item["value"] = "x\x00y"
+    os.environ["KCTL_TRAIN_HOME"] = env["KCTL_TRAIN_HOME"]
+    try:
+        LocalBackend(Path(env["KCTL_TRAIN_HOME"])).submit(manifest)
+    finally:
+        del os.environ["KCTL_TRAIN_HOME"]
+    deadline = time.monotonic() + 30
+    while (body := status_of("nul", env, tmp_path))["local"]["state"] not in ("Failed",):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+    assert "null byte" in body["status"]["conditions"][-1]["message"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs as a full disk (root only)")
+def test_a_full_disk_names_its_cause_in_the_status(tmp_path: Path, env: dict[str, str]) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        # Room for the run's first objects, not for its checkpoints: the disk fills mid-run.
+        (disk / "filler").write_bytes(b"\0" * ((1 << 20) - (24 << 10)))
+        path = job_file(
+            tmp_path,
+            "full",
+            "  train:\n"
+            "    model: operator_client.examples.regression:RegressionModel\n"
+            "    data: operator_client.examples.regression:RegressionData\n"
+            "    trainer: {max_steps: 40}\n"
+            f"  storage: {{uri: '{disk.as_uri()}'}}\n"
+            "  checkpoint: {every: 10 steps}\n"
+            "  fault: {backoffLimit: 0}\n",
+        )
+        out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+        assert out.returncode == 1, out.stderr
+        message = status_of("full", env, tmp_path)["status"]["conditions"][-1]["message"]
+        assert "No space left on device" in message, message
+        assert "No space left on device" in out.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_apply_names_the_checkpoint_the_run_will_resume_from(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The newest committed checkpoint is corrupt: the run resumes from the one before,
+    and apply says so."""
+    from operator_client.storage.file import FileStore
+
+    store = FileStore(tmp_path / "store" / "default" / "resumer")
+    for step in (10, 20):
+        model = tmp_path / f"m{step}.ckpt"
+        model.write_bytes(os.urandom(1024))
+        checkpoints.publish(
+            store, {checkpoints.MODEL_FILE: model}, step=step, epoch=0, attempt=1,
+            world_size=1, keep=2,
+        )  # fmt: skip
+    (store.root / checkpoints.checkpoint_key(20) / checkpoints.MODEL_FILE).write_bytes(b"bad")
+    path = job_file(
+        tmp_path,
+        "resumer",
+        f"  command: [sleep, '0']\n  storage: {{uri: '{(tmp_path / 'store').as_uri()}'}}\n",
+    )
+    out = kctl("apply", str(path), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "the store holds a checkpoint at step 10;" in out.stderr, out.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +106,31 @@ def test_download_many_in_parallel(store: ObjectStore, tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "dl").iterdir() if p.name.startswith(".")]
     with pytest.raises(StoreError):
         download_many(store, [("outputs/missing", tmp_path / "x")])
+
+
+def test_the_file_store_makes_data_durable_before_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A power cut must not leave a committed name on unwritten data: the object's data is
+    fsynced before the rename, and the directory after it."""
+    import operator_client.storage.file as file_module
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync-dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "fsync-file")
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(file_module.os, "fsync", fsync)
+    monkeypatch.setattr(file_module.os, "replace", replace)
+    store = file_module.FileStore(tmp_path / "s")
+    store.put_bytes("checkpoints/step-1/MANIFEST.json", b"{}")
+    assert events == ["fsync-file", "rename", "fsync-dir"]
+    events.clear()
+    assert store.create_if_absent("attempts/1.json", b"{}")
+    assert events == ["fsync-file", "fsync-dir"]

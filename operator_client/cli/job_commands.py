@@ -84,12 +84,12 @@ def apply(args: argparse.Namespace) -> int:
             f"pytorchjob/{name} would be started locally (dry run: checked, nothing started)"
         )
         return EXIT_OK
+    resumes = _resume_step(job)  # before the run starts to write
     try:
         jobdir = backend.submit(manifest)
     except LocalJobError as exc:
         raise CommandError(str(exc)) from None
     storage = job.spec.storage
-    resumes = _committed_step(job)
     if args.output in ("json", "yaml"):
         body = {**manifest, "status": jobdir.status().get("status", {})}
         sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
@@ -123,17 +123,19 @@ def apply(args: argparse.Namespace) -> int:
     )
 
 
-def _committed_step(job: TrainingJob) -> int | None:
-    """The newest committed checkpoint's step in the job's store (None: a fresh start)."""
-    from ..runtime.checkpoints import committed
+def _resume_step(job: TrainingJob) -> int | None:
+    """The step of the checkpoint the run will resume from: the newest committed one
+    whose files verify, as the runtime chooses (None: a fresh start)."""
+    from ..runtime.checkpoints import Verified, committed
 
-    if job.spec.checkpoint.resume == "never":
+    if job.spec.checkpoint.resume != "auto":
         return None
     try:
-        found = committed(_job_store(job, 8))
+        store = _job_store(job, 8)
+        verified = Verified(store)
+        return next((m.step for m in committed(store) if verified.check(m)), None)
     except StoreError:
         return None
-    return found[0].step if found else None
 
 
 def _wait(backend: LocalBackend, job: JobDir, *, follow: bool, timeout: float | None) -> str | None:

@@ -4,7 +4,8 @@
     manifest.json     the PyTorchJob being run
     status.json       its status (conditions, replica statuses, per-replica detail)
     logs/<pod>.log    each replica's output, across restarts
-    pods/<pod>/       each replica's private /tmp
+    pods/<pod>/tmp    each replica's private /tmp
+    pods/<pod>/termination-log   why the replica last failed (its terminationMessagePath)
     supervisor.lock   held (flock) by the supervisor process while it lives
     supervisor.log    the supervisor's own output
     stop              a stop request (its reason), written before signalling the supervisor
@@ -69,6 +70,10 @@ class JobDir:
 
     def tmp(self, pod: str) -> Path:
         return self.path / "pods" / pod / "tmp"
+
+    def termination_log(self, pod: str) -> Path:
+        """The replica's terminationMessagePath: why it last failed, in its own words."""
+        return self.path / "pods" / pod / "termination-log"
 
     def exists(self) -> bool:
         return self.manifest_file.is_file()

@@ -70,6 +70,7 @@ class Replica:
     phase: str = PENDING
     restarts: int = 0  # container restarts, as in the pod's restartCount
     exit_code: int | None = None
+    message: str | None = None  # why it last failed (its termination message)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,12 @@ from typing import Any
 
 from ..kubeflow.pod_env import PodEnvError
 from . import lifecycle as lc
+from . import pod_processes
 from .jobdir import JobDir, home, write_json
 from .local_env import container_of, replica_command, replica_env
+
+# Each replica is a torchrun agent and its workers on this one machine.
+MAX_REPLICAS = 64
 
 
 class LocalJobError(Exception):
@@ -53,6 +57,15 @@ class LocalBackend:
     def check(self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> None:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
         bindir = Path(sys.executable).parent
+        count = sum(
+            int(spec.get("replicas", 1))
+            for spec in manifest["spec"]["pytorchReplicaSpecs"].values()
+        )
+        if count > MAX_REPLICAS:
+            raise LocalJobError(
+                f"{count} replicas: the local backend runs every replica on this machine "
+                f"and takes at most {MAX_REPLICAS}; run it on a cluster, or lower spec.nodes"
+            )
         for replica in lc.replicas_of(manifest):
             try:
                 replica_command(container_of(manifest, replica.type), bindir)
@@ -65,16 +78,23 @@ class LocalBackend:
         record, not its stored checkpoints: the new run resumes from them)."""
         namespace, name = _names(manifest)
         job = self.job(namespace, name)
-        if job.exists():
-            if job.supervisor_alive():
-                raise LocalJobError(
-                    f"local job {namespace}/{name} is still running; wait for it, or "
-                    f"`kctl-train delete {name} --local` first"
-                )
-            if not replace:
-                raise LocalJobError(f"local job {namespace}/{name} already exists")
-            shutil.rmtree(job.path)
+        if job.exists() and job.supervisor_alive():
+            raise LocalJobError(
+                f"local job {namespace}/{name} is still running; wait for it, or "
+                f"`kctl-train delete {name} --local` first"
+            )
+        if job.exists() and not replace:
+            raise LocalJobError(f"local job {namespace}/{name} already exists")
         self.check(manifest)
+        # A supervisor that died (killed, say) may have left its replicas running: they
+        # would train and write beside the new run. They end first.
+        left = _kill_orphans(job)
+        if left:
+            raise LocalJobError(
+                f"processes {left} of the earlier run of {namespace}/{name} still run and "
+                "do not end on SIGKILL; stop them before applying again"
+            )
+        shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
         with job.supervisor_log.open("wb") as log:
@@ -148,13 +168,17 @@ class LocalBackend:
             if not self.wait_stopped(job, 10):
                 raise LocalJobError(f"the supervisor of {job.path} does not exit; try again")
         if not job.supervisor_alive():
-            _kill_orphans(job)
+            left = _kill_orphans(job)
+            if left:
+                raise LocalJobError(f"processes {left} of {job.path} do not end on SIGKILL")
         shutil.rmtree(job.path)
 
 
-def _kill_orphans(job: JobDir) -> None:
-    """Replicas a dead supervisor left running (it was killed itself): their process
-    groups go. A PID is only signalled while it still runs the replica's program."""
+def _kill_orphans(job: JobDir) -> list[int]:
+    """Every process a dead supervisor left running (it was killed itself): each
+    replica's process group and every process carrying the job's marker, wherever it
+    re-parented. A group is only signalled while its leader still runs the replica's
+    program (PIDs are reused). Returns the PIDs still alive afterwards."""
     for replica in job.status().get("local", {}).get("replicas", []):
         pid = replica.get("pid")
         if not pid:
@@ -166,3 +190,4 @@ def _kill_orphans(job: JobDir) -> None:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError, FileNotFoundError):
             continue
+    return pod_processes.kill_all(pod_processes.job_prefix(job.path))

@@ -23,9 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..contract import TERMINATION_LOG_ENV
 from ..kubeflow import pytorchjob as pj
 from ..kubeflow.pod_env import PodEnvError
 from . import lifecycle as lc
+from . import pod_processes
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, container_of, replica_command, replica_env
 
@@ -77,20 +79,36 @@ class Supervisor:
     # the job
 
     def run(self) -> int:
-        """Supervise the job to its end; returns 0 (the job's outcome is in its status)."""
+        """Supervise the job to its end; returns 0 (the job's outcome is in its status).
+        Whatever goes wrong in the supervisor itself fails the job with the reason and
+        ends its replicas: a job never stays Pending or Running with nobody watching."""
         lock = self.job.hold_lock()
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
+        try:
+            self._supervise()
+        except Exception as exc:
+            self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
+            for name in list(self.procs):
+                self._kill(name)
+            pod_processes.kill_all(pod_processes.job_prefix(self.job.path))
+            self._write()
+            raise
+        finally:
+            os.close(lock)
+        return 0
+
+    def _supervise(self) -> None:
         name = self.policy.job
         self._condition(lc.CREATED, f"{pj.KIND}Created", f"{pj.KIND} {name} is created.")
         try:
             for replica in self.replicas.values():
                 self._start(replica)
-        except (PodEnvError, OSError) as exc:
+        except (PodEnvError, OSError, ValueError) as exc:
             self._finish(lc.FAILED, "InvalidReplica", f"cannot start a replica: {exc}")
             self._terminate(list(self.procs))
             self._write()
-            return 0
+            return
         self._condition(lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {name} is running.")
         while not self._finished():
             self._reap()
@@ -102,8 +120,6 @@ class Supervisor:
             time.sleep(POLL_SECONDS)
         self._clean_up()
         self._write()
-        os.close(lock)
-        return 0
 
     def _finished(self) -> bool:
         return lc.current(self.conditions) in lc.ENDED
@@ -130,6 +146,12 @@ class Supervisor:
         tmp = self.job.tmp(replica.name)
         tmp.mkdir(parents=True, exist_ok=True)
         env = replica_env(self.manifest, replica, port=self.port, base=self.env, tmpdir=tmp)
+        # Every process of the replica carries this, however it re-parents (pod_processes).
+        env[pod_processes.MARKER] = pod_processes.marker_of(self.job.path, replica.name)
+        # The container's terminationMessagePath: the runtime writes why it failed there.
+        termination = self.job.termination_log(replica.name)
+        termination.unlink(missing_ok=True)
+        env[TERMINATION_LOG_ENV] = str(termination)
         # The caller's directory plays the image's WORKDIR: its modules are importable.
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (os.getcwd(), self.env.get("PYTHONPATH", "")) if p
@@ -152,15 +174,34 @@ class Supervisor:
         with self.job.log(name).open("a") as fh:
             fh.write(f"--- kctl-train local: {text} ---\n")
 
+    def _kill(self, name: str) -> None:
+        """SIGKILL every process of a replica: its group, and every process that carries
+        its marker (torchrun's workers run in sessions of their own)."""
+        proc = self.procs.get(name)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        left = pod_processes.kill_all(pod_processes.marker_of(self.job.path, name), exact=True)
+        if left:
+            self._note(name, f"processes {left} did not end after SIGKILL")
+
     def _ended(self, name: str, returncode: int) -> lc.Replica:
-        proc = self.procs.pop(name)
-        with contextlib.suppress(ProcessLookupError):  # the container's processes go with it
-            os.killpg(proc.pid, signal.SIGKILL)
+        self._kill(name)  # the container's processes go with it, wherever they are
+        self.procs.pop(name)
         code = lc.exit_status(returncode)
         phase = lc.DONE if code == 0 else lc.CRASHED
-        replica = replace(self.replicas[name], phase=phase, exit_code=code)
+        message = self._termination_message(name) if code else None
+        replica = replace(self.replicas[name], phase=phase, exit_code=code, message=message)
         self.replicas[name] = replica
         return replica
+
+    def _termination_message(self, name: str) -> str | None:
+        """What the replica wrote to its termination log (the kubelet's terminated.message)."""
+        try:
+            text = self.job.termination_log(name).read_text(errors="replace").strip()
+        except OSError:
+            return None
+        return text[-1024:] or None
 
     def _reap(self) -> None:
         for name, proc in list(self.procs.items()):
@@ -187,7 +228,10 @@ class Supervisor:
                     name, f"exited with code {replica.exit_code}; restart {restarts} in {delay:g}s"
                 )
             if decision.condition in lc.ENDED:
-                self._finish(decision.condition or "", decision.reason, decision.message)
+                message = decision.message
+                if replica.message:
+                    message += f" {name}: {replica.message}"
+                self._finish(decision.condition or "", decision.reason, message)
             elif decision.condition:
                 self._condition(decision.condition, decision.reason, decision.message)
 
@@ -231,8 +275,7 @@ class Supervisor:
             time.sleep(POLL_SECONDS)
         for name in names:
             if name in self.procs:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.procs[name].pid, signal.SIGKILL)
+                self._kill(name)
                 self._ended(name, self.procs[name].wait())
 
     def _clean_up(self) -> None:
@@ -291,6 +334,7 @@ class Supervisor:
                         "phase": r.phase,
                         "restarts": r.restarts,
                         "exitCode": r.exit_code,
+                        "message": r.message,
                         "pid": self.procs[r.name].pid if r.name in self.procs else None,
                         "log": str(self.job.log(r.name)),
                     }

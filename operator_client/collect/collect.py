@@ -40,7 +40,7 @@ from ..runtime.metrics import KEY as METRICS_KEY
 from ..runtime.outputs import PREFIX as OUTPUTS
 from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
 from ..storage.base import ObjectInfo, file_matches
-from ..storage.keys import contained_path
+from ..storage.keys import contained_path, remove_empty_parents
 from ..storage.transfer import download_many
 
 SUMMARY = "summary.json"
@@ -136,6 +136,7 @@ class Downloader:
         partial = {i.key: paths[i.key].with_name(f".{paths[i.key].name}.partial") for i in todo}
         finished: list[Item] = []
         by_key = {i.key: i for i in todo}
+        failed: dict[str, StoreError] = {}
 
         def file_done(key: str, path: Path) -> None:
             finished.append(by_key[key])
@@ -149,6 +150,7 @@ class Downloader:
                 concurrency=self.concurrency,
                 progress=file_done,
                 on_bytes=self._on_bytes,
+                failed=failed,
             )
         finally:
             # Even when a download failed, the finished ones are kept (verified): a
@@ -156,7 +158,15 @@ class Downloader:
             bad = [self._settle(item, partial[item.key], paths[item.key]) for item in finished]
             for tmp in partial.values():
                 tmp.unlink(missing_ok=True)
-        return [b for b in bad if b is not None]
+        unreadable = [(by_key[key], str(exc)) for key, exc in sorted(failed.items())]
+        return [b for b in bad if b is not None] + unreadable
+
+    def discard(self, keys: list[str]) -> None:
+        """Remove these keys' files from dest (a rejected unit leaves nothing behind), and
+        the directories that leaves empty."""
+        for path in destinations(self.dest, keys).values():
+            path.unlink(missing_ok=True)
+            remove_empty_parents(path, self.dest)
 
     def _settle(self, item: Item, tmp: Path, path: Path) -> tuple[Item, str] | None:
         """Verify a downloaded file and give it its final name, or drop it."""
@@ -178,13 +188,14 @@ def _mismatch(path: Path, item: Item) -> str | None:
     return None
 
 
-def _checkpoint_items(manifest: checkpoints.Manifest, listing: dict[str, ObjectInfo]) -> list[Item]:
-    manifest_key = join_key(manifest.key, checkpoints.MANIFEST)
-    listed = listing.get(manifest_key)
-    return [
-        *(Item(join_key(manifest.key, m.name), m.size, m.sha256) for m in manifest.members),
-        Item(manifest_key, listed.size if listed else None),
-    ]
+def _member_items(manifest: checkpoints.Manifest) -> list[Item]:
+    return [Item(join_key(manifest.key, m.name), m.size, m.sha256) for m in manifest.members]
+
+
+def _manifest_item(manifest: checkpoints.Manifest, listing: dict[str, ObjectInfo]) -> Item:
+    key = join_key(manifest.key, checkpoints.MANIFEST)
+    listed = listing.get(key)
+    return Item(key, listed.size if listed else None)
 
 
 def _collect_checkpoints(
@@ -196,10 +207,13 @@ def _collect_checkpoints(
 ) -> list[dict[str, Any]]:
     collected = []
     for manifest in committed:
-        bad = down.fetch(_checkpoint_items(manifest, listing))
+        # Members first, the manifest last: a collected MANIFEST.json always has its files.
+        members = _member_items(manifest)
+        bad = down.fetch(members) or down.fetch([_manifest_item(manifest, listing)])
         if bad:
             problems.extend(problem for _, problem in bad)
             problems.append(f"checkpoint {manifest.key} failed verification; skipped")
+            down.discard([i.key for i in members] + [_manifest_item(manifest, listing).key])
             continue
         collected.append(
             {
@@ -218,10 +232,14 @@ def _collect_checkpoints(
 
 
 def _collect_outputs(
-    store: ObjectStore, down: Downloader, dest: Path, problems: list[str]
+    store: ObjectStore,
+    units: dict[str, list[dict[str, Any]]],
+    down: Downloader,
+    dest: Path,
+    problems: list[str],
 ) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
-    for split, manifests in sorted(committed_units(store).items()):
+    for split, manifests in sorted(units.items()):
         key = join_key(OUTPUTS, split, AGGREGATE)
         manifest_key = join_key(OUTPUTS, split, AGGREGATE_MANIFEST)
         entry: dict[str, Any] = {"path": key, "epochs": [m["epoch"] for m in manifests]}
@@ -271,6 +289,9 @@ def collect(
         raise CollectError(
             f"nothing is stored at {store.url}: has the job started, and is the storage right?"
         )
+    # Refuse unsafe keys before the first byte is written: every key in the run root,
+    # whether or not this collect downloads it (the keys a manifest names are in it too).
+    destinations(dest, list(listing))
     plain = sorted(
         key
         for key in listing
@@ -278,19 +299,20 @@ def collect(
         or key.startswith((runinfo.ATTEMPTS + "/", monitor.PREFIX + "/"))
     )
     committed = checkpoints.committed(store)
-    # Refuse unsafe keys before the first byte is written.
-    destinations(dest, plain + [i.key for m in committed for i in _checkpoint_items(m, listing)])
     dest.mkdir(parents=True, exist_ok=True)
     down = Downloader(store, dest, concurrency, progress)
     problems: list[str] = []
     try:
         ckpts = _collect_checkpoints(committed, down, listing, all_checkpoints, problems)
-        outputs = _collect_outputs(store, down, dest, problems)
+        units = committed_units(store, problems)
+        outputs = _collect_outputs(store, units, down, dest, problems)
         problems.extend(p for _, p in down.fetch([Item(k, listing[k].size) for k in plain]))
     finally:
         if progress is not None:
             progress.finish()
+    if all(split in outputs for split in units):
         shutil.rmtree(dest / SCRATCH, ignore_errors=True)
+    # else the verified member files of a failed rebuild stay for the next try
 
     success = _json(dest / runinfo.SUCCESS) if runinfo.SUCCESS in listing else None
     attempts = [k for k in plain if k.startswith(runinfo.ATTEMPTS + "/")]

@@ -51,13 +51,16 @@ class RegressionData(L.LightningDataModule):
 
 
 class RegressionModel(L.LightningModule):
-    """A linear model; `step_delay` (seconds) slows each step for fault-injection tests."""
+    """A linear model; `step_delay` and `val_delay` (seconds) slow each training and
+    validation step for fault-injection tests."""
 
-    def __init__(self, features: int = 16, lr: float = 0.05, step_delay: float = 0.0) -> None:
+    def __init__(
+        self, features: int = 16, lr: float = 0.05, step_delay: float = 0.0, val_delay: float = 0.0
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.layer = torch.nn.Linear(features, 1)
-        self.lr, self.step_delay = lr, step_delay
+        self.lr, self.step_delay, self.val_delay = lr, step_delay, val_delay
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y, _ = batch
@@ -69,6 +72,8 @@ class RegressionModel(L.LightningModule):
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y, ids = batch
+        if self.val_delay:
+            time.sleep(self.val_delay)
         prediction = self.layer(x)
         self.log("val_loss", torch.nn.functional.mse_loss(prediction, y), sync_dist=True)
         record(

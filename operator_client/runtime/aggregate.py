@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -22,22 +23,55 @@ from typing import Any
 from ..storage import ObjectStore, StoreError, join_key
 from ..storage.base import file_matches, sha256_file
 from ..storage.keys import UnsafeKeyError, contained_path
-from .outputs import MANIFEST, PREFIX
+from .outputs import MANIFEST, PREFIX, SPLIT_NAME
 
 AGGREGATE = "all.csv"
 AGGREGATE_MANIFEST = "all.json"
+
+log = logging.getLogger("kctl_train.outputs")
 
 
 class AggregateError(Exception):
     """Committed outputs are inconsistent (headers differ, a member fails verification)."""
 
 
-def committed_units(store: ObjectStore) -> dict[str, list[dict[str, Any]]]:
-    """Epoch manifests per split, in epoch order."""
+def _epoch_manifest(data: bytes) -> dict[str, Any]:
+    """An epoch manifest, checked for every field aggregation reads; ValueError otherwise."""
+    manifest = json.loads(data)
+    if not isinstance(manifest, dict):
+        raise ValueError("not a JSON object")
+    for name, kind in (("split", str), ("epoch", int), ("attempt", int), ("members", list)):
+        if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):
+            raise ValueError(f"field {name!r} is missing or not a {kind.__name__}")
+    if not SPLIT_NAME.fullmatch(manifest["split"]):
+        raise ValueError(f"split name {manifest['split']!r} is not a plain name")
+    for member in manifest["members"]:
+        if not isinstance(member, dict) or not (
+            isinstance(member.get("key"), str)
+            and isinstance(member.get("rank"), int)
+            and isinstance(member.get("size"), int)
+            and isinstance(member.get("sha256"), str)
+        ):
+            raise ValueError(f"member {member!r} lacks key, rank, size or sha256")
+    return manifest
+
+
+def committed_units(
+    store: ObjectStore, problems: list[str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Epoch manifests per split, in epoch order. A manifest that cannot be read or lacks
+    a field is skipped with a warning naming its key (appended to `problems` too)."""
     units: dict[str, list[dict[str, Any]]] = {}
     for obj in store.list(PREFIX + "/"):
         if obj.key.endswith("/" + MANIFEST):
-            manifest = json.loads(store.get_bytes(obj.key))
+            try:
+                manifest = _epoch_manifest(store.get_bytes(obj.key))
+            except (StoreError, ValueError) as exc:
+                message = f"ignoring unreadable output manifest {obj.key}: {exc}"
+                log.warning("%s", message)
+                if problems is not None:
+                    problems.append(message)
+                continue
             units.setdefault(manifest["split"], []).append(manifest)
     for manifests in units.values():
         manifests.sort(key=lambda m: m["epoch"])
@@ -52,37 +86,57 @@ def _rows(path: Path) -> Iterator[list[str]]:
 def aggregate_split(
     store: ObjectStore, split: str, manifests: list[dict[str, Any]], scratch: Path
 ) -> tuple[Path, int]:
-    """Write the aggregate of one split to a local file; returns it and its row count."""
+    """Write the aggregate of one split to a local file; returns it and its row count.
+    Member files are downloaded under scratch/members and removed once the split is
+    written; after a failure the verified ones stay, and a retry does not fetch them again."""
     scratch.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=scratch, prefix=f".{split}.", suffix=".csv")
     header: list[str] | None = None
     count = 0
-    with os.fdopen(fd, "w", newline="") as out:
-        writer = csv.writer(out)
-        for manifest in manifests:
-            for member in sorted(manifest["members"], key=lambda m: int(m["rank"])):
-                try:  # a manifest names its members: still never a path outside scratch
-                    local = contained_path(scratch / "members", member["key"])
-                    store.get_file(member["key"], local)
-                except (StoreError, UnsafeKeyError) as exc:
-                    raise AggregateError(f"{member['key']}: {exc}") from exc
-                if not file_matches(local, member["size"], member["sha256"]):
-                    raise AggregateError(f"{member['key']} does not match its manifest")
-                rows = _rows(local)
-                first = next(rows, None)
-                if first is None:
-                    continue  # a rank without rows in this epoch
-                if header is None:
-                    header = first
-                    writer.writerow(["epoch", "rank", *header])
-                elif first != header:
-                    raise AggregateError(f"{member['key']}: columns {first} differ from {header}")
-                epoch, rank = str(manifest["epoch"]), str(member["rank"])
-                for row in rows:
-                    writer.writerow([epoch, rank, *row])
-                    count += 1
-                local.unlink()
+    done: list[Path] = []
+    try:
+        with os.fdopen(fd, "w", newline="") as out:
+            writer = csv.writer(out)
+            for manifest in manifests:
+                for member in sorted(manifest["members"], key=lambda m: int(m["rank"])):
+                    local = _member_file(store, member, scratch / "members")
+                    done.append(local)
+                    rows = _rows(local)
+                    first = next(rows, None)
+                    if first is None:
+                        continue  # a rank without rows in this epoch
+                    if header is None:
+                        header = first
+                        writer.writerow(["epoch", "rank", *header])
+                    elif first != header:
+                        raise AggregateError(
+                            f"{member['key']}: columns {first} differ from {header}"
+                        )
+                    epoch, rank = str(manifest["epoch"]), str(member["rank"])
+                    for row in rows:
+                        writer.writerow([epoch, rank, *row])
+                        count += 1
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    for local in done:
+        local.unlink(missing_ok=True)
     return Path(tmp), count
+
+
+def _member_file(store: ObjectStore, member: dict[str, Any], members: Path) -> Path:
+    """A verified local copy of one member (kept from an earlier try, or downloaded)."""
+    try:  # a manifest names its members: still never a path outside scratch
+        local = contained_path(members, member["key"])
+        if local.is_file() and file_matches(local, member["size"], member["sha256"]):
+            return local
+        store.get_file(member["key"], local)
+    except (StoreError, UnsafeKeyError) as exc:
+        raise AggregateError(f"{member['key']}: {exc}") from exc
+    if not file_matches(local, member["size"], member["sha256"]):
+        local.unlink()
+        raise AggregateError(f"{member['key']} does not match its manifest")
+    return local
 
 
 def covered_units(manifests: list[dict[str, Any]]) -> list[dict[str, int]]:

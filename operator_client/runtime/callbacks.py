@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore
-from . import checkpoints
+from . import checkpoints, runinfo
 from .context import World
 from .metrics import KEY as METRICS_KEY
 from .metrics import merge as merge_metrics
@@ -49,6 +49,7 @@ class RuntimeCallback(L.Callback):
         resumed_step: int,
         control: Any,
         history: Path | None = None,
+        verified: checkpoints.Verified | None = None,
     ) -> None:
         self.job, self.world, self.store, self.scratch = job, world, store, scratch
         self.outputs, self.attempt, self.control = outputs, attempt, control
@@ -59,7 +60,12 @@ class RuntimeCallback(L.Callback):
         self.started, self.first_step = time.monotonic(), resumed_step
         # The metrics log of earlier attempts (rank 0), continued by this one.
         self.history = history
+        self.verified = verified or checkpoints.Verified(store, scratch)
         self.publisher = checkpoints.BackgroundPublisher(self._publish) if world.rank == 0 else None
+
+    def fence(self) -> None:
+        """Raise runinfo.Superseded once a newer attempt of the run exists."""
+        runinfo.fence(self.store, self.attempt)
 
     # checkpoints
 
@@ -73,6 +79,8 @@ class RuntimeCallback(L.Callback):
             attempt=self.attempt,
             world_size=self.world.world_size,
             keep=self.job.spec.checkpoint.keep,
+            fence=self.fence,
+            verified=self.verified,
         )
         if metrics is not None:
             self.store.put_file(METRICS_KEY, metrics)
@@ -137,6 +145,8 @@ class RuntimeCallback(L.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
+        if self.publisher is not None and self.publisher.superseded is not None:
+            raise self.publisher.superseded
         stop, due = self._agree(trainer, batch_idx)
         if (due or stop) and trainer.global_step != self.last_saved_step:
             self.save(trainer)
@@ -156,6 +166,8 @@ class RuntimeCallback(L.Callback):
             self.save(trainer)
         if self.publisher is not None:
             self.publisher.close()
+            if self.publisher.superseded is not None:
+                raise self.publisher.superseded
             if self.publisher.error is not None and (
                 self.publisher.last is None or self.publisher.last.step != trainer.global_step
             ):
@@ -177,6 +189,7 @@ class RuntimeCallback(L.Callback):
             attempt=self.attempt,
             gather=self._gather,
             barrier=self._barrier,
+            fence=self.fence,
         )
 
     def _gather(self, obj: Any) -> list[Any]:

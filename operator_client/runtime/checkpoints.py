@@ -2,7 +2,9 @@
 
 A checkpoint exists for readers only once its manifest does. Retention deletes an old
 checkpoint's manifest before its files, so a half-deleted checkpoint is never mistaken
-for a whole one. Resume takes the newest committed checkpoint whose files verify.
+for a whole one. Resume takes the newest committed checkpoint whose files verify, and
+retention keeps the newest `keep` that verify: a corrupt checkpoint never displaces a
+good one (docs/STORAGE.md).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from ..storage import ObjectStore, StoreError, join_key
 from ..storage.base import file_matches, sha256_file
+from .runinfo import Superseded
 
 log = logging.getLogger("kctl_train.checkpoints")
 
@@ -62,6 +67,26 @@ class Manifest:
         return cls(**raw)
 
 
+class Verified:
+    """Which committed checkpoints verify, remembered: committed files never change, so
+    each is downloaded and hashed at most once (and never the ones this process wrote).
+    Only definite answers are remembered; an unreadable store is asked again next time."""
+
+    def __init__(self, store: ObjectStore, scratch: Path | None = None) -> None:
+        self.store, self.scratch = store, scratch
+        self._known: dict[str, bool] = {}
+
+    def mark(self, manifest: Manifest, ok: bool) -> None:
+        self._known[manifest.key] = ok
+
+    def check(self, manifest: Manifest) -> bool:
+        """Whether the checkpoint's files are all there and match its manifest."""
+        if manifest.key in self._known:
+            return self._known[manifest.key]
+        with tempfile.TemporaryDirectory(dir=self.scratch, prefix=".verify-") as tmp:
+            return fetch(self.store, manifest, Path(tmp), verified=self) is not None
+
+
 def publish(
     store: ObjectStore,
     files: dict[str, Path],
@@ -71,17 +96,24 @@ def publish(
     attempt: int,
     world_size: int,
     keep: int,
+    fence: Callable[[], None] = lambda: None,
+    verified: Verified | None = None,
 ) -> Manifest:
     """Upload a checkpoint's files, commit it with its manifest, point LATEST at it, and
-    apply retention. Returns the manifest."""
+    apply retention. Returns the manifest. `fence` raises when this writer must not
+    commit any more (runinfo.fence); it is asked before the commit and before retention."""
     members = []
     for name, path in sorted(files.items()):
         members.append(Member(name, path.stat().st_size, sha256_file(path)))
         store.put_file(join_key(checkpoint_key(step), name), path)
     manifest = Manifest(step, epoch, attempt, world_size, members)
+    fence()
     store.put_bytes(join_key(manifest.key, MANIFEST), manifest.to_json())
     store.put_bytes(LATEST, manifest.key.encode())
-    retain(store, keep)
+    verified = verified or Verified(store)
+    verified.mark(manifest, True)  # hashed from the very files just uploaded
+    fence()
+    retain(store, keep, verified)
     return manifest
 
 
@@ -97,14 +129,25 @@ def committed(store: ObjectStore) -> list[Manifest]:
     return sorted(found, key=lambda m: m.step, reverse=True)
 
 
-def retain(store: ObjectStore, keep: int) -> None:
-    """Delete all but the newest `keep` committed checkpoints, and uncommitted leftovers
-    older than the newest commit (crashed uploads)."""
+def retain(store: ObjectStore, keep: int, verified: Verified | None = None) -> None:
+    """Keep the newest `keep` committed checkpoints that verify, and any newer ones that
+    do not (never counted, they go once `keep` good ones are newer); delete the rest and
+    uncommitted leftovers older than the newest commit (crashed uploads)."""
     manifests = committed(store)
     if not manifests:
         return
+    verified = verified or Verified(store)
     newest = manifests[0].step
-    keep_keys = {m.key for m in manifests[:keep]}
+    keep_keys: set[str] = set()
+    good = 0
+    for manifest in manifests:
+        if good >= keep:
+            break
+        keep_keys.add(manifest.key)
+        if verified.check(manifest):
+            good += 1
+        else:
+            log.warning("checkpoint %s does not verify; not counted toward keep", manifest.key)
     objects = store.list(PREFIX + "/")
     dirs = {o.key.rsplit("/", 1)[0] for o in objects if o.key != LATEST}
     for directory in sorted(dirs - keep_keys):
@@ -116,17 +159,29 @@ def retain(store: ObjectStore, keep: int) -> None:
 
 
 def fetch(
-    store: ObjectStore, manifest: Manifest, dest: Path, directory: str | None = None
+    store: ObjectStore,
+    manifest: Manifest,
+    dest: Path,
+    directory: str | None = None,
+    verified: Verified | None = None,
 ) -> Path | None:
     """Download a committed checkpoint's files into dest and verify sizes and sha256.
     `directory` is the checkpoint's key in `store` (default: its place in a run root).
-    Returns the model file's path, or None (with a warning) when anything is off."""
+    Returns the model file's path, or None (with a warning) when anything is off; the
+    answer is remembered in `verified` when it is definite (missing or corrupt files)."""
     dest.mkdir(parents=True, exist_ok=True)
     directory = manifest.key if directory is None else directory
+    present = {o.key for o in store.list(directory + "/")} if directory else None
     for member in manifest.members:
         path = dest / member.name
+        key = join_key(directory, member.name)
+        if present is not None and key not in present:
+            log.warning("checkpoint %s: %s is missing; skipping it", manifest.key, member.name)
+            if verified is not None:
+                verified.mark(manifest, False)
+            return None
         try:
-            store.get_file(join_key(directory, member.name), path)
+            store.get_file(key, path)
         except StoreError as exc:
             log.warning(
                 "checkpoint %s: %s is unreadable (%s); skipping it", manifest.key, member.name, exc
@@ -138,16 +193,23 @@ def fetch(
                 manifest.key,
                 member.name,
             )
+            if verified is not None:
+                verified.mark(manifest, False)
             return None
+    if verified is not None:
+        verified.mark(manifest, True)
     return dest / MODEL_FILE
 
 
-def newest_verified(store: ObjectStore, dest: Path) -> tuple[Manifest, Path] | None:
+def newest_verified(
+    store: ObjectStore, dest: Path, verified: Verified | None = None
+) -> tuple[Manifest, Path] | None:
     """The newest committed checkpoint whose files verify, downloaded into dest."""
     for manifest in committed(store):
-        path = fetch(store, manifest, dest / manifest.key.rsplit("/", 1)[-1])
+        path = fetch(store, manifest, dest / manifest.key.rsplit("/", 1)[-1], verified=verified)
         if path is not None:
             return manifest, path
+        shutil.rmtree(dest / manifest.key.rsplit("/", 1)[-1], ignore_errors=True)
     return None
 
 
@@ -160,6 +222,8 @@ class BackgroundPublisher:
         self._queue: queue.Queue[tuple[dict[str, Path], int, int] | None] = queue.Queue()
         self.last: Manifest | None = None
         self.error: Exception | None = None
+        # Set when a newer attempt exists: training must stop (runinfo.Superseded).
+        self.superseded: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="checkpoint-publisher", daemon=True)
         self._thread.start()
 
@@ -170,8 +234,12 @@ class BackgroundPublisher:
         while (item := self._queue.get()) is not None:
             files, step, epoch = item
             try:
-                self.last = self._publish(files, step, epoch)
-                log.info("checkpoint step %d committed (%s)", step, self.last.key)
+                if self.superseded is None:
+                    self.last = self._publish(files, step, epoch)
+                    log.info("checkpoint step %d committed (%s)", step, self.last.key)
+            except Superseded as exc:
+                self.superseded = exc
+                log.error("checkpoint step %d not committed: %s", step, exc)
             except Exception as exc:  # keep training; the next save retries the store
                 self.error = exc
                 log.warning("publishing checkpoint step %d failed: %s", step, exc)

@@ -38,6 +38,11 @@ def default_store_uri() -> str:
     return Path(tempfile.gettempdir(), "kctl-train-store").as_uri()
 
 
+# A training run waits out store outages this long before a write fails the worker
+# (and the job's restart policy takes over): GPU time is worth a patient retry.
+STORE_PATIENCE = 180.0
+
+
 def store_for(job: TrainingJob, concurrency: int = 8) -> ObjectStore:
     """The store rooted at this job's run root."""
     storage = job.spec.storage
@@ -48,6 +53,7 @@ def store_for(job: TrainingJob, concurrency: int = 8) -> ObjectStore:
         endpoint=storage.endpoint if storage else None,
         region=storage.region if storage else None,
         concurrency=concurrency,
+        patience=STORE_PATIENCE,
     )
 
 

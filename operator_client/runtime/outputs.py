@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ log = logging.getLogger("kctl_train.outputs")
 
 PREFIX = "outputs"
 MANIFEST = "MANIFEST.json"
+# A split names a directory of the run root and of a collected copy: a plain name.
+SPLIT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
 
 def epoch_key(split: str, epoch: int) -> str:
@@ -61,7 +64,7 @@ class RankOutputs:
 
     def record(self, split: str, epoch: int, rows: Iterable[Mapping[str, Any]]) -> None:
         """Append rows (same keys in every row of a split) to this rank's file."""
-        if not split or "/" in split or split.startswith("."):
+        if not SPLIT_NAME.fullmatch(split):
             raise ValueError(f"split name {split!r}: use a plain name such as 'val'")
         unit = (split, epoch)
         path = self.path(split, epoch)
@@ -111,13 +114,16 @@ def commit_epoch(
     attempt: int,
     gather: Callable[[Any], list[Any]],
     barrier: Callable[[], None],
+    fence: Callable[[], None] = lambda: None,
 ) -> list[str]:
     """Collective: every rank calls it at the same point. Uploads this rank's files for
-    the epoch; rank 0 writes each split's manifest once all members are uploaded."""
+    the epoch; rank 0 writes each split's manifest once all members are uploaded. Rank 0
+    asks `fence` before it uncommits or commits anything (runinfo.fence)."""
     splits = sorted(set().union(*gather(outputs.pending(epoch))))
     if not splits:
         return []
     if rank == 0:
+        fence()
         # Uncommit a previous run of this epoch before its files are overwritten.
         store.delete(join_key(epoch_key(s, epoch), MANIFEST) for s in splits)
     barrier()
@@ -129,6 +135,7 @@ def commit_epoch(
         mine.append(MemberFile(key, rank, rows, path.stat().st_size, sha256_file(path)))
     everyone: list[list[MemberFile]] = gather(mine)
     if rank == 0:
+        fence()
         for i, split in enumerate(splits):
             members = sorted((m[i] for m in everyone), key=lambda m: m.rank)
             body = {

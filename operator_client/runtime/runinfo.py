@@ -15,15 +15,37 @@ RUN_JSON = "run.json"
 SUCCESS = "_SUCCESS"
 
 
-def claim_attempt(store: ObjectStore, info: dict[str, Any]) -> int:
-    """Claim the next job-wide attempt number with a conditional create: two claimers
-    never get the same number (TORCHELASTIC_RESTART_COUNT is per node, not job-wide)."""
+class Superseded(Exception):
+    """A newer attempt of this run exists: this one must stop and commit nothing more
+    (a replica its supervisor lost, a partitioned pod: a second writer)."""
+
+
+def newest_attempt(store: ObjectStore) -> int:
+    """The highest attempt number claimed so far (0: none)."""
     taken = [
         int(o.key.rsplit("/", 1)[-1].removesuffix(".json"))
         for o in store.list(ATTEMPTS + "/")
         if o.key.rsplit("/", 1)[-1].removesuffix(".json").isdigit()
     ]
-    attempt = max(taken, default=0) + 1
+    return max(taken, default=0)
+
+
+def fence(store: ObjectStore, attempt: int) -> None:
+    """Raise Superseded when an attempt newer than `attempt` has been claimed. Called
+    right before every commit (a manifest, a marker, a retention delete), so an older
+    attempt stops writing once a newer one has started."""
+    newest = newest_attempt(store)
+    if newest > attempt:
+        raise Superseded(
+            f"attempt {attempt} was superseded by attempt {newest}: another run of this job "
+            "writes to the store; stopping without committing"
+        )
+
+
+def claim_attempt(store: ObjectStore, info: dict[str, Any]) -> int:
+    """Claim the next job-wide attempt number with a conditional create: two claimers
+    never get the same number (TORCHELASTIC_RESTART_COUNT is per node, not job-wide)."""
+    attempt = newest_attempt(store) + 1
     while True:
         body = json.dumps({"attempt": attempt, "claimed": time.time(), **info}, sort_keys=True)
         if store.create_if_absent(join_key(ATTEMPTS, f"{attempt}.json"), body.encode()):

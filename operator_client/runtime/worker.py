@@ -14,18 +14,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..contract import (
+    EXIT_IO_ERROR,
+    EXIT_PREEMPTED,
+    EXIT_SUPERSEDED,
+    TERMINATION_LOG,
+    TERMINATION_LOG_ENV,
+)
 from ..render.pytorchjob import spec_document, spec_hash
 from ..spec.model import TrainingJob
-from ..storage import ObjectStore, open_store
+from ..storage import ObjectStore, StoreError, open_store
 from . import checkpoints, metrics, monitor, runinfo
 from .aggregate import aggregate_all
 from .context import RuntimeConfigError, World, job_from_env, scratch_dir, store_for
 from .outputs import RankOutputs, activate
 
 log = logging.getLogger("kctl_train.runtime")
-
-# 128 + SIGTERM: retried by restartPolicy ExitCode and OnFailure, never taken for success.
-EXIT_PREEMPTED = 143
 
 
 def import_object(path: str, field: str) -> Any:
@@ -62,14 +66,14 @@ def _resume_source(job: TrainingJob, store: ObjectStore) -> tuple[ObjectStore, s
 
 
 def _choose_checkpoint(
-    job: TrainingJob, store: ObjectStore, dest: Path
+    job: TrainingJob, store: ObjectStore, dest: Path, verified: checkpoints.Verified
 ) -> checkpoints.Manifest | None:
     """Rank 0: the checkpoint every rank resumes from, or None for a fresh start."""
     source = _resume_source(job, store)
     if source is None:
         return None
     if not source[1]:
-        found = checkpoints.newest_verified(store, dest)
+        found = checkpoints.newest_verified(store, dest, verified)
         return found[0] if found else None
     return checkpoints.Manifest.from_json(source[0].get_bytes(checkpoints.MANIFEST))
 
@@ -98,6 +102,7 @@ def run(job: TrainingJob, world: World) -> int:
     store = store_for(job)
     scratch = scratch_dir(job, world)
     resume_dir = scratch / "resume"
+    verified = checkpoints.Verified(store, scratch)
 
     choice: list[Any] = [None, None]
     if world.rank == 0:
@@ -115,7 +120,7 @@ def run(job: TrainingJob, world: World) -> int:
             },
             attempt,
         )
-        chosen = _choose_checkpoint(job, store, resume_dir)
+        chosen = _choose_checkpoint(job, store, resume_dir, verified)
         choice = [attempt, chosen.to_json().decode() if chosen else None]
     dist.broadcast_object_list(choice, src=0, group=control)
     attempt, manifest_json = choice
@@ -161,7 +166,7 @@ def run(job: TrainingJob, world: World) -> int:
     outputs = RankOutputs(scratch / "outputs", world.rank)
     activate(outputs)
     callback = RuntimeCallback(
-        job, world, store, scratch, outputs, attempt, resumed_step, control, history
+        job, world, store, scratch, outputs, attempt, resumed_step, control, history, verified
     )
     gpu_monitor = None
     if world.local_rank == 0 and job.spec.monitoring.gpu_interval_seconds > 0:
@@ -204,11 +209,13 @@ def run(job: TrainingJob, world: World) -> int:
     callback.finish(trainer)
     dist.barrier(group=control)
     if world.rank == 0:
+        runinfo.fence(store, attempt)
         rows = aggregate_all(store, scratch / "aggregate")
         gpus = monitor.write_summary(store)
         metrics_log = callback.metrics_file(trainer)
         if metrics_log is not None:
             store.put_file(metrics.KEY, metrics_log)
+        runinfo.fence(store, attempt)
         runinfo.write_success(
             store,
             {
@@ -236,15 +243,38 @@ def configure_logging(rank: int) -> None:
     )
 
 
+def terminate_with(message: str) -> None:
+    """Say why this container fails where Kubernetes looks (terminationMessagePath; the
+    kubelet shows it as the container's terminated.message), and on stderr."""
+    print(f"kctl-train-runtime: error: {message}", file=sys.stderr, flush=True)
+    path = os.environ.get(TERMINATION_LOG_ENV) or TERMINATION_LOG
+    try:
+        with open(path, "w") as fh:  # the kubelet creates it; locally the backend names it
+            fh.write(message + "\n")
+    except OSError:
+        pass
+
+
 def main() -> int:
     """Entry point of each torchrun worker process."""
+    rank = os.environ.get("RANK", "?")
     try:
         world = World.from_env(os.environ)
         configure_logging(world.rank)
         return run(job_from_env(os.environ), world)
     except RuntimeConfigError as exc:
-        print(f"kctl-train-runtime: error: {exc}", file=sys.stderr)
+        terminate_with(str(exc))
         return 2
+    except runinfo.Superseded as exc:
+        terminate_with(f"rank {rank}: {exc}")
+        return EXIT_SUPERSEDED
+    except (OSError, StoreError) as exc:
+        # A full disk, a store that refuses writes: the cause, not only an exit code.
+        terminate_with(f"rank {rank}: cannot write or read data: {exc}")
+        return EXIT_IO_ERROR
+    except Exception as exc:
+        terminate_with(f"rank {rank}: {type(exc).__name__}: {exc}")
+        raise
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pydantic.alias_generators import to_camel
 
+from . import k8s_names
 from .model import NodeRange, TrainingJob
 
 Loc = tuple[str | int, ...]
@@ -30,6 +31,9 @@ RESERVED_ENV = frozenset(
         "PYTHONUNBUFFERED",
     }
 )
+# The whole job travels to the pods as JSON in KCTL_TRAIN_SPEC; Linux refuses to exec with
+# one environment string over MAX_ARG_STRLEN (32 pages, 128 KiB). Room left for the rest.
+SPEC_ENV_MAX = 120 * 1024
 RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "KCTL_TRAIN_")
 SECRET_ENV = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 # lightning.Trainer arguments that the runtime derives from the world it runs in.
@@ -84,6 +88,16 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
             f"too long: the operator names a pod and Service {pod_name!r} "
             f"({len(pod_name)} characters, at most 63); shorten the name by "
             f"{len(pod_name) - 63} characters",
+        )
+
+    yield from _label_problems(job)
+    size = len(job.model_dump_json(by_alias=True, exclude_none=True).encode())
+    if size > SPEC_ENV_MAX:
+        yield Finding(
+            ("spec",),
+            f"the job is {size} bytes as JSON; it travels to every pod in one environment "
+            f"variable, which Linux limits to 128 KiB (at most {SPEC_ENV_MAX} bytes here): "
+            "move large arguments into files in the image or the store",
         )
 
     if spec.train is None and spec.command is None:
@@ -191,6 +205,30 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
         yield Finding(
             ("spec", "fault", "terminationGracePeriod"),
             "0s leaves no time for the emergency checkpoint on preemption",
+        )
+
+
+def _label_problems(job: TrainingJob) -> Iterator[Finding]:
+    """Label and annotation keys and values the API server would refuse."""
+    for loc, labels in (
+        (("metadata", "labels"), job.metadata.labels),
+        (("spec", "nodePool", "nodeSelector"), job.spec.node_pool.node_selector),
+    ):
+        for key, value in labels.items():
+            problem = k8s_names.qualified_name_problem(key) or k8s_names.label_value_problem(value)
+            if problem:
+                yield Finding((*loc, key), problem)
+    annotations = job.metadata.annotations
+    for key in annotations:
+        if problem := k8s_names.qualified_name_problem(key):
+            yield Finding(("metadata", "annotations", key), problem)
+    size = k8s_names.annotations_size(annotations)
+    # The renderer adds its own (the spec hash, storage location): leave them room.
+    if size > k8s_names.ANNOTATIONS_MAX - 4096:
+        yield Finding(
+            ("metadata", "annotations"),
+            f"{size} bytes of annotations; Kubernetes allows {k8s_names.ANNOTATIONS_MAX} in "
+            "all, and kctl-train needs 4096 of them: put large data in the store",
         )
 
 

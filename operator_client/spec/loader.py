@@ -21,10 +21,15 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .checks import Finding, Loc, problems, warnings
-from .model import TrainingJob
+from .model import TrainingJob, control_character
 
-# Guards against alias bombs ("billion laughs"): far above any real job file.
+# Guards against alias bombs ("billion laughs") and huge inputs: far above any real
+# job file, small enough that validating the largest input allowed takes well under 1 s.
 MAX_NODES = 100_000
+# Of the file: the job must fit in one environment variable of the pods (checks.py), so
+# anything near this size could not run anyway; it keeps validation well under a second.
+MAX_BYTES = 256 * 1024
+MAX_EXPANDED_CHARS = 4 << 20  # of all scalars after expanding aliases
 _PLAIN_KEY = re.compile(r"[\w./-]+")
 
 
@@ -82,6 +87,13 @@ def load_job(path: str | Path) -> LoadedJob:
 
 def load_job_text(text: str, source: str = "<string>") -> LoadedJob:
     """Validate job YAML given as text; `source` names it in messages."""
+    if len(text) > MAX_BYTES:
+        raise _fail(
+            source,
+            f"job file too large ({len(text)} characters, at most {MAX_BYTES}): the job "
+            "travels to its pods in one environment variable (128 KiB); put data in the "
+            "image or the store and pass its location",
+        )
     root = _compose(text, source)
     data = _construct(root, source)
     try:
@@ -99,10 +111,14 @@ def _fail(source: str, message: str, mark: Any = None) -> SpecError:
     return SpecError([SpecIssue(source, line, column, "", message)])
 
 
+# libyaml composes about six times faster than PyYAML's pure Python, with the same marks.
+_Composer = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _compose(text: str, source: str) -> yaml.Node:
     loader = None
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Composer(text)
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         problem = exc.problem or "invalid YAML"
@@ -147,7 +163,7 @@ def _compose(text: str, source: str) -> yaml.Node:
 def _check_keys(root: yaml.Node, source: str) -> None:
     """Duplicate and non-string keys are errors YAML itself lets through silently."""
     found: list[SpecIssue] = []
-    seen = 0
+    seen = chars = 0
     stack = [root]
     while stack:
         node = stack.pop()
@@ -156,6 +172,17 @@ def _check_keys(root: yaml.Node, source: str) -> None:
             raise _fail(
                 source, f"document too large (over {MAX_NODES} nodes after expanding aliases)"
             )
+        if isinstance(node, yaml.ScalarNode):
+            chars += len(node.value)
+            if chars > MAX_EXPANDED_CHARS:
+                raise _fail(
+                    source,
+                    f"document too large (over {MAX_EXPANDED_CHARS} characters after "
+                    "expanding aliases)",
+                )
+            problem = control_character(node.value)
+            if problem:
+                found.append(_at(source, node, f"contains a control character ({problem})"))
         if isinstance(node, yaml.MappingNode):
             keys: dict[str, yaml.Node] = {}
             for key, value in node.value:
@@ -172,6 +199,10 @@ def _check_keys(root: yaml.Node, source: str) -> None:
                     )
                 else:
                     keys[key.value] = key
+                    if problem := control_character(key.value):
+                        found.append(
+                            _at(source, key, f"key contains a control character ({problem})")
+                        )
                 stack.append(value)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)

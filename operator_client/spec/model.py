@@ -8,9 +8,12 @@ the field the user has to change.
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,7 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .units import Duration, Every, Quantity
+from .units import INT32_MAX, INT64_MAX, Duration, Every, Quantity
 
 API_VERSION = "kctl-train/v1alpha1"
 KIND = "TrainingJob"
@@ -46,14 +49,52 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
-Text = Annotated[str, BeforeValidator(_scalar_to_str)]
+# Control characters other than tab and newlines: a NUL cannot reach a process's
+# environment or arguments at all, the others only confuse logs and terminals.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def control_character(text: str) -> str | None:
+    """A description of the first control character in text, or None."""
+    found = _CONTROL.search(text)
+    return f"U+{ord(found.group()):04X} at offset {found.start()}" if found else None
+
+
+def _no_control(value: str) -> str:
+    problem = control_character(value)
+    if problem:
+        raise ValueError(f"contains a control character ({problem}); remove it")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_no_control)]
+
+
+def _finite(value: Any, path: str = "") -> Any:
+    """Refuse NaN and infinities anywhere in free-form JSON: JSON cannot carry them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        where = f" at {path}" if path else ""
+        raise ValueError(f"{value}{where} is not a finite number, which JSON cannot carry")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _finite(item, f"{path}[{i}]")
+    return value
+
+
+# Free-form arguments that travel as JSON (the manifest, the pods' env).
+JsonArgs = Annotated[dict[str, JsonValue], AfterValidator(_finite)]
 
 
 def _check_processes(value: Any) -> Any:
     # One clear message instead of one per member of the union below.
-    if value in ("auto", "detect") or (type(value) is int and value >= 1):
+    if value in ("auto", "detect") or (type(value) is int and 1 <= value <= INT32_MAX):
         return value
-    raise ValueError(f"expected 'auto', 'detect' or a whole number of at least 1, got {value!r}")
+    raise ValueError(
+        f"expected 'auto', 'detect' or a whole number from 1 to {INT32_MAX}, got {value!r}"
+    )
 
 
 ProcessesPerNode = Annotated[Literal["auto", "detect"] | int, BeforeValidator(_check_processes)]
@@ -89,23 +130,19 @@ class TrainSpec(_Model):
     model: Annotated[str, Field(pattern=IMPORT_PATH)] = Field(
         description="LightningModule class as `package.module:Class`."
     )
-    model_args: dict[str, JsonValue] = Field(
-        {}, description="Keyword arguments for the LightningModule."
-    )
+    model_args: JsonArgs = Field({}, description="Keyword arguments for the LightningModule.")
     data: Annotated[str, Field(pattern=IMPORT_PATH)] | None = Field(
         None, description="LightningDataModule class as `package.module:Class` (optional)."
     )
-    data_args: dict[str, JsonValue] = Field(
-        {}, description="Keyword arguments for the LightningDataModule."
-    )
-    trainer: dict[str, JsonValue] = Field(
+    data_args: JsonArgs = Field({}, description="Keyword arguments for the LightningDataModule.")
+    trainer: JsonArgs = Field(
         {},
         description=(
             "Keyword arguments for `lightning.Trainer` "
             "(not devices/num_nodes/strategy/accelerator)."
         ),
     )
-    seed: Annotated[int, Field(ge=0)] = Field(
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = Field(
         0, description="Seed for `lightning.seed_everything` on every rank."
     )
 
@@ -113,8 +150,8 @@ class TrainSpec(_Model):
 class NodeRange(_Model):
     """An elastic node count: the job runs with any count from min to max."""
 
-    min: Annotated[int, Field(ge=1)]
-    max: Annotated[int, Field(ge=1)]
+    min: Annotated[int, Field(ge=1, le=INT32_MAX)]
+    max: Annotated[int, Field(ge=1, le=INT32_MAX)]
 
 
 def _nodes_tag(value: Any) -> str:
@@ -123,7 +160,8 @@ def _nodes_tag(value: Any) -> str:
 
 
 Nodes = Annotated[
-    Annotated[Annotated[int, Field(ge=1)], Tag("count")] | Annotated[NodeRange, Tag("range")],
+    Annotated[Annotated[int, Field(ge=1, le=INT32_MAX)], Tag("count")]
+    | Annotated[NodeRange, Tag("range")],
     Discriminator(_nodes_tag),
 ]
 
@@ -131,7 +169,7 @@ Nodes = Annotated[
 class Resources(_Model):
     """Resources of one node (pod)."""
 
-    gpus: Annotated[int, Field(ge=0)] = Field(
+    gpus: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         0, description="GPUs per node, requested as `gpuResource` in limits and requests."
     )
     gpu_resource: Annotated[str, Field(pattern=RESOURCE_NAME)] = Field(
@@ -173,9 +211,7 @@ class NodePool(_Model):
     tolerations: list[Toleration] = Field(
         [], description="Extra tolerations (added after the GPU and preset tolerations)."
     )
-    affinity: dict[str, JsonValue] = Field(
-        {}, description="Raw Kubernetes affinity, passed through unchanged."
-    )
+    affinity: JsonArgs = Field({}, description="Raw Kubernetes affinity, passed through unchanged.")
 
 
 class Toleration(_Model):
@@ -183,7 +219,7 @@ class Toleration(_Model):
     operator: Literal["Exists", "Equal"] = "Equal"
     value: Text | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+    toleration_seconds: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = None
 
 
 class Network(_Model):
@@ -195,7 +231,7 @@ class Network(_Model):
             "none: pod network only; efa: AWS Elastic Fabric Adapter; infiniband: RDMA devices."
         ),
     )
-    devices: Annotated[int, Field(ge=1)] = Field(
+    devices: Annotated[int, Field(ge=1, le=INT32_MAX)] = Field(
         1, description="Interconnect devices per node (efa: e.g. 4 on p4d, 32 on p5)."
     )
     resource: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(
@@ -223,10 +259,10 @@ class Scheduling(_Model):
 
 
 class FaultPolicy(_Model):
-    max_restarts: Annotated[int, Field(ge=0)] = Field(
+    max_restarts: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         3, description="In-place restarts of the workers by the elastic agent on each node."
     )
-    backoff_limit: Annotated[int, Field(ge=0)] = Field(
+    backoff_limit: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         6, description="Pod restarts before the job is marked Failed."
     )
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(
@@ -246,7 +282,7 @@ class CheckpointPolicy(_Model):
         Every.parse("30m"),
         description="Checkpoint interval: wall time ('30m') or steps ('500 steps').",
     )
-    keep: Annotated[int, Field(ge=1)] = Field(
+    keep: Annotated[int, Field(ge=1, le=INT32_MAX)] = Field(
         3,
         description=(
             "Committed checkpoints to keep; older ones are deleted after a newer one commits."
@@ -284,7 +320,7 @@ class Storage(_Model):
 
 
 class Monitoring(_Model):
-    gpu_interval_seconds: Annotated[int, Field(ge=0)] = Field(
+    gpu_interval_seconds: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         10, description="Seconds between GPU samples on each node; 0 turns the monitor off."
     )
 
@@ -323,7 +359,9 @@ class JobSpec(_Model):
     train: TrainSpec | None = Field(
         None, description="Lightning import paths to fit; give either this or `command`."
     )
-    command: Annotated[list[str], Field(min_length=1)] | None = Field(
+    command: (
+        Annotated[list[Annotated[str, AfterValidator(_no_control)]], Field(min_length=1)] | None
+    ) = Field(
         None, description="A user command, still launched through the runtime's torchrun agent."
     )
     nodes: Nodes = Field(

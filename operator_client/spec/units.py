@@ -46,6 +46,11 @@ _SUFFIX = {
 }
 
 EVERY_PATTERN = r"^(([0-9]+[smhd])+|[1-9][0-9]* ?steps?)$"
+
+# The API stores these as int32 (ttlSecondsAfterFinished, replicas) or int64 (deadlines,
+# quantities): bounded here so a typo is an error, not a 28-digit field or an overflow.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 _STEPS = re.compile(r"^([1-9][0-9]*) ?steps?$")
 
 
@@ -56,7 +61,16 @@ def parse_duration(text: str) -> int:
             f"{text!r} is not a duration: write a number with a unit s, m, h or d, "
             "e.g. '90s', '30m', '1h30m', '72h'"
         )
-    return sum(int(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+    parts = _DURATION_PART.findall(text)
+    # Bounded before int(): a thousand-digit number would only be refused later.
+    if (
+        any(len(n.lstrip("0")) > 10 for n, _ in parts)
+        or (seconds := sum(int(n) * _DURATION_UNITS[u] for n, u in parts)) > INT32_MAX
+    ):
+        raise ValueError(
+            f"{text!r} is too long: a duration is at most {INT32_MAX}s (about 68 years)"
+        )
+    return seconds
 
 
 def parse_quantity(text: str) -> Decimal:
@@ -69,11 +83,17 @@ def parse_quantity(text: str) -> Decimal:
         )
     number, suffix = match.group(1), match.group(3) or ""
     try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number + suffix)
-        return Decimal(number) * _SUFFIX[suffix]
+        if suffix[:1] in ("e", "E") and suffix != "Ei":
+            if abs(int(suffix[1:])) > 30:
+                raise ValueError(f"{text!r}: the exponent is out of range")
+            value = Decimal(number + suffix)
+        else:
+            value = Decimal(number) * _SUFFIX[suffix]
     except InvalidOperation as exc:  # pragma: no cover - the pattern admits only decimals
         raise ValueError(f"{text!r} is not a Kubernetes quantity") from exc
+    if value > INT64_MAX:
+        raise ValueError(f"{text!r} is too large for a Kubernetes quantity")
+    return value
 
 
 class _TextValue:
@@ -172,6 +192,8 @@ class Every(_TextValue):
     def parse(cls, text: str) -> Every:
         steps = _STEPS.fullmatch(text)
         if steps:
+            if len(steps.group(1)) > 10 or int(steps.group(1)) > INT32_MAX:
+                raise ValueError(f"{text!r}: a step interval is at most {INT32_MAX} steps")
             return cls(text, None, int(steps.group(1)))
         if re.fullmatch(DURATION_PATTERN, text) and parse_duration(text) > 0:
             return cls(text, parse_duration(text), None)

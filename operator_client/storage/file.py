@@ -1,4 +1,8 @@
-"""A directory as an object store: every write is a temp file renamed into place."""
+"""A directory as an object store: every write is a temp file renamed into place.
+
+Durable like S3's PUT: the data is fsynced before the rename and the directory after
+it, so a power cut never leaves a committed name (a MANIFEST, LATEST) on unwritten data.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .base import ObjectInfo, ObjectStore, Progress, StoreError
-from .keys import contained_path
+from .keys import contained_path, remove_empty_parents
 
 
 class FileStore(ObjectStore):
@@ -22,8 +26,11 @@ class FileStore(ObjectStore):
 
     def _write(self, key: str, fill: object) -> Path:
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        except OSError as exc:
+            raise StoreError(f"{self.url}{key}: {exc.strerror or exc}") from exc
         try:
             with os.fdopen(fd, "wb") as fh:
                 if isinstance(fill, bytes):
@@ -32,21 +39,31 @@ class FileStore(ObjectStore):
                     assert isinstance(fill, Path)
                     with fill.open("rb") as src:
                         shutil.copyfileobj(src, fh, 1 << 20)
-        except BaseException:
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException as exc:
             os.unlink(tmp)
+            if isinstance(exc, OSError):  # a full disk, say: name what was being written
+                raise StoreError(f"{self.url}{key}: {exc.strerror or exc}") from exc
             raise
         return Path(tmp)
 
+    def _commit(self, tmp: Path, key: str) -> None:
+        target = self._path(key)
+        os.replace(tmp, target)
+        _sync_dir(target.parent)
+
     def put_bytes(self, key: str, data: bytes) -> None:
-        os.replace(self._write(key, data), self._path(key))
+        self._commit(self._write(key, data), key)
 
     def put_file(self, key: str, path: Path) -> None:
-        os.replace(self._write(key, Path(path)), self._path(key))
+        self._commit(self._write(key, Path(path)), key)
 
     def create_if_absent(self, key: str, data: bytes) -> bool:
         tmp = self._write(key, data)
         try:
             os.link(tmp, self._path(key))  # atomic: fails if the key exists
+            _sync_dir(tmp.parent)
             return True
         except FileExistsError:
             return False
@@ -91,18 +108,19 @@ class FileStore(ObjectStore):
         return sorted(found, key=lambda o: o.key)
 
     def delete(self, keys: Iterable[str]) -> None:
-        root = self.root.resolve()
         for key in keys:
             path = self._path(key)
             try:
                 path.unlink()
             except FileNotFoundError:
                 continue
-            # Directories are not objects: drop the ones this delete emptied.
-            for parent in path.parents:
-                if parent == root or not parent.is_relative_to(root):
-                    break
-                try:
-                    parent.rmdir()
-                except OSError:
-                    break
+            remove_empty_parents(path, self.root)
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (POSIX: fsync the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

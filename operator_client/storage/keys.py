@@ -48,3 +48,16 @@ def contained_path(root: Path, key: str) -> Path:
     if not target.is_relative_to(base):
         raise UnsafeKeyError(f"key {key!r} leaves {base}")
     return target
+
+
+def remove_empty_parents(path: Path, root: Path) -> None:
+    """Remove the directories between path and root (exclusive) that are empty now:
+    directories are not objects, and a deleted unit leaves none behind."""
+    root = root.resolve()
+    for parent in path.parents:
+        if parent == root or not parent.is_relative_to(root):
+            break
+        try:
+            parent.rmdir()
+        except OSError:
+            break

@@ -14,9 +14,15 @@ def run_root(storage_uri: str, namespace: str, name: str) -> str:
 
 
 def open_store(
-    uri: str, *, endpoint: str | None = None, region: str | None = None, concurrency: int = 8
+    uri: str,
+    *,
+    endpoint: str | None = None,
+    region: str | None = None,
+    concurrency: int = 8,
+    patience: float | None = None,
 ) -> ObjectStore:
-    """A store rooted at `uri` (s3://bucket/prefix/ or file:///path/)."""
+    """A store rooted at `uri` (s3://bucket/prefix/ or file:///path/). `patience`: how
+    many seconds an S3 operation keeps retrying transient failures (s3.DEFAULT_PATIENCE)."""
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         from .file import FileStore
@@ -31,5 +37,6 @@ def open_store(
             endpoint=endpoint,
             region=region,
             concurrency=concurrency,
+            **({} if patience is None else {"patience": patience}),
         )
     raise StoreError(f"{uri}: unsupported store (use s3:// or file://)")

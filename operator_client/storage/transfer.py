@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from .base import ObjectStore, Progress
+from .base import ObjectStore, Progress, StoreError
 
 
 def download_many(
@@ -21,9 +21,12 @@ def download_many(
     concurrency: int = 16,
     progress: Callable[[str, Path], None] | None = None,
     on_bytes: Progress | None = None,
+    failed: dict[str, StoreError] | None = None,
 ) -> None:
-    """Download every (key, path); the first failure is raised after the rest finish.
-    `progress` is called per finished file, `on_bytes` per chunk (from worker threads)."""
+    """Download every (key, path); the first failure is raised after the rest finish,
+    unless `failed` is given: then each key's StoreError goes there (other errors still
+    raise). `progress` is called per finished file, `on_bytes` per chunk (from worker
+    threads)."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = {
             pool.submit(store.get_file, key, path, on_bytes): (key, path) for key, path in items
@@ -31,7 +34,9 @@ def download_many(
         error: BaseException | None = None
         for future in as_completed(futures):
             exc = future.exception()
-            if exc is not None:
+            if isinstance(exc, StoreError) and failed is not None:
+                failed[futures[future][0]] = exc
+            elif exc is not None:
                 error = error or exc
             elif progress is not None:
                 progress(*futures[future])
