@@ -70,7 +70,7 @@ def _go_float(value: float) -> str:
     """A float as Go's encoding/json writes it: shortest digits, plain notation unless the
     exponent is below -6 or from 21, an exponent without leading zeros."""
     if value == 0:
-        return "0"
+        return "-0" if math.copysign(1.0, value) < 0 else "0"  # Go keeps the sign of zero
     if 1e-6 <= abs(value) < 1e21:
         text = format(Decimal(repr(value)), "f")
         return text.rstrip("0").rstrip(".") if "." in text else text
