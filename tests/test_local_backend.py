@@ -326,6 +326,17 @@ ESCAPES = (
 )
 
 
+def apply_escaping_job(tmp_path: Path, env: dict[str, str], name: str) -> tuple[Path, Path]:
+    """Apply (detached) a job whose replica leaves an escaped process; returns the
+    directory its PIDs are recorded in, and the job file."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = job_file(tmp_path, name, ESCAPES.format(pids=pids))
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return pids, path
+
+
 def escaped_pids(directory: Path, count: int, timeout: float = 30) -> set[int]:
     deadline = time.monotonic() + timeout
     while len(found := {int(p.name) for p in directory.iterdir()}) < count:
@@ -338,11 +349,7 @@ def escaped_pids(directory: Path, count: int, timeout: float = 30) -> set[int]:
 def test_a_killed_replica_takes_every_process_it_started_with_it(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    path = job_file(tmp_path, "escape", ESCAPES.format(pids=pids))
-    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    pids, _ = apply_escaping_job(tmp_path, env, "escape")
     (first,) = escaped_pids(pids, 1)
     replica = status_of("escape", env, tmp_path)["local"]["replicas"][0]["pid"]
     os.killpg(replica, signal.SIGKILL)  # the container's group: not the escaped process
@@ -359,10 +366,7 @@ def test_a_killed_replica_takes_every_process_it_started_with_it(
 def test_reapply_after_the_supervisor_died_stops_the_old_run_first(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    path = job_file(tmp_path, "twice", ESCAPES.format(pids=pids))
-    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    pids, path = apply_escaping_job(tmp_path, env, "twice")
     (old,) = escaped_pids(pids, 1)
     body = status_of("twice", env, tmp_path)
     old_replica = body["local"]["replicas"][0]["pid"]

@@ -126,16 +126,18 @@ def apply(args: argparse.Namespace) -> int:
 def _resume_step(job: TrainingJob) -> int | None:
     """The step of the checkpoint the run will resume from: the newest committed one
     whose files verify, as the runtime chooses (None: a fresh start)."""
-    from ..runtime.checkpoints import Verified, committed
+    import tempfile
+
+    from ..runtime.checkpoints import newest_verified
 
     if job.spec.checkpoint.resume != "auto":
         return None
     try:
-        store = _job_store(job, 8)
-        verified = Verified(store)
-        return next((m.step for m in committed(store) if verified.check(m)), None)
+        with tempfile.TemporaryDirectory(prefix="kctl-train-verify-") as tmp:
+            found = newest_verified(_job_store(job, 8), Path(tmp))
     except StoreError:
         return None
+    return found[0].step if found else None
 
 
 def _wait(backend: LocalBackend, job: JobDir, *, follow: bool, timeout: float | None) -> str | None:

@@ -77,8 +77,3 @@ def kill_all(prefix: str, *, exact: bool = False, timeout: float = 10.0) -> list
             except (ProcessLookupError, PermissionError):
                 continue
         time.sleep(0.05)
-
-
-def available() -> bool:
-    """Whether processes can be found by marker here (Linux /proc)."""
-    return (_PROC / "self" / "environ").is_file()

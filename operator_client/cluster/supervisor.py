@@ -89,8 +89,6 @@ class Supervisor:
             self._supervise()
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
-            for name in list(self.procs):
-                self._kill(name)
             pod_processes.kill_all(pod_processes.job_prefix(self.job.path))
             self._write()
             raise

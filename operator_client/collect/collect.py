@@ -208,12 +208,12 @@ def _collect_checkpoints(
     collected = []
     for manifest in committed:
         # Members first, the manifest last: a collected MANIFEST.json always has its files.
-        members = _member_items(manifest)
-        bad = down.fetch(members) or down.fetch([_manifest_item(manifest, listing)])
+        members, manifest_item = _member_items(manifest), _manifest_item(manifest, listing)
+        bad = down.fetch(members) or down.fetch([manifest_item])
         if bad:
             problems.extend(problem for _, problem in bad)
             problems.append(f"checkpoint {manifest.key} failed verification; skipped")
-            down.discard([i.key for i in members] + [_manifest_item(manifest, listing).key])
+            down.discard([i.key for i in [*members, manifest_item]])
             continue
         collected.append(
             {

@@ -171,34 +171,31 @@ def fetch(
     answer is remembered in `verified` when it is definite (missing or corrupt files)."""
     dest.mkdir(parents=True, exist_ok=True)
     directory = manifest.key if directory is None else directory
+    problem, definite = _download(store, manifest, dest, directory)
+    if problem is not None:
+        log.warning("checkpoint %s: %s; skipping it", manifest.key, problem)
+    if verified is not None and definite:
+        verified.mark(manifest, problem is None)
+    return None if problem else dest / MODEL_FILE
+
+
+def _download(
+    store: ObjectStore, manifest: Manifest, dest: Path, directory: str
+) -> tuple[str | None, bool]:
+    """Why the checkpoint's files cannot be used (None: all downloaded and verified), and
+    whether that answer is definite (an unreadable store may answer otherwise later)."""
     present = {o.key for o in store.list(directory + "/")} if directory else None
     for member in manifest.members:
-        path = dest / member.name
         key = join_key(directory, member.name)
         if present is not None and key not in present:
-            log.warning("checkpoint %s: %s is missing; skipping it", manifest.key, member.name)
-            if verified is not None:
-                verified.mark(manifest, False)
-            return None
+            return f"{member.name} is missing", True
         try:
-            store.get_file(key, path)
+            store.get_file(key, dest / member.name)
         except StoreError as exc:
-            log.warning(
-                "checkpoint %s: %s is unreadable (%s); skipping it", manifest.key, member.name, exc
-            )
-            return None
-        if not file_matches(path, member.size, member.sha256):
-            log.warning(
-                "checkpoint %s: %s does not match its manifest (corrupt); skipping it",
-                manifest.key,
-                member.name,
-            )
-            if verified is not None:
-                verified.mark(manifest, False)
-            return None
-    if verified is not None:
-        verified.mark(manifest, True)
-    return dest / MODEL_FILE
+            return f"{member.name} is unreadable ({exc})", False
+        if not file_matches(dest / member.name, member.size, member.sha256):
+            return f"{member.name} does not match its manifest (corrupt)", True
+    return None, True
 
 
 def newest_verified(
