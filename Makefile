@@ -51,6 +51,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check operator_client tests bench
 	$(BIN)/ruff format --check operator_client tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint $(SCAN_STAMP) $(TORCHX_STAMP)
 	$(BIN)/pytest

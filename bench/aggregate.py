@@ -18,7 +18,7 @@ from pathlib import Path
 OURS = """
 import sys
 from pathlib import Path
-from operator_client.runtime.aggregate import aggregate_split, committed_units
+from operator_client.runstore.aggregate import aggregate_split, committed_units
 from operator_client.storage import open_store
 store = open_store(Path(sys.argv[1]).as_uri())
 (manifests,) = committed_units(store).values()

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from moto_process import moto_bucket
 
-from operator_client.runtime import checkpoints
+from operator_client.runstore import checkpoints
 from operator_client.storage import open_store
 
 

@@ -34,18 +34,19 @@ sys.path.insert(0, str(ROOT))
 
 from moto_process import moto_bucket  # noqa: E402
 
-from operator_client.cluster import pod_processes  # noqa: E402
+from operator_client.backends.local import pod_processes  # noqa: E402
 from operator_client.collect.collect import collect  # noqa: E402
-from operator_client.runtime import checkpoints  # noqa: E402
-from operator_client.runtime.aggregate import AGGREGATE_MANIFEST  # noqa: E402
-from operator_client.runtime.outputs import RankOutputs, commit_epoch  # noqa: E402
+from operator_client.runstore import checkpoints  # noqa: E402
+from operator_client.runstore.aggregate import AGGREGATE_MANIFEST  # noqa: E402
+from operator_client.runstore.outputs import RankOutputs, commit_epoch  # noqa: E402
 from operator_client.storage import open_store  # noqa: E402
 from tests.fault_proxy import FaultProxy  # noqa: E402
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 BUCKET = "faults"
 STEPS, EVERY, LOG_EVERY, VAL = 400, 20, 10, 240
-PROGRESS = re.compile(r"\[rank 0\] epoch \d+ step (\d+)/")
+# The runtime's progress line (contract.Progress): `[rank 0] kctl-train.progress {...}`.
+PROGRESS = re.compile(r'\[rank 0\] kctl-train\.progress \{"epoch":\d+,"step":(\d+)')
 RESUMED = re.compile(r"resuming from checkpoints/step-(\d+)")
 
 

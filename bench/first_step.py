@@ -16,9 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from operator_client.render.output import canonical_json
-from operator_client.render.pytorchjob import spec_document
 from operator_client.spec import load_job_text
+from operator_client.spec.document import canonical_json, spec_document
 
 BIN = Path(sys.executable).parent
 JOB = """\
@@ -82,7 +81,7 @@ def main() -> None:
                 "KCTL_TRAIN_SCRATCH": f"{tmp}/scratch{i}",
                 "MASTER_PORT": "29611",
             }
-            ours.append(time_to("step 1/5", [str(BIN / "kctl-train-runtime")], env))
+            ours.append(time_to('"step":1,', [str(BIN / "kctl-train-runtime")], env))
             bare.append(
                 time_to(
                     "FIRST STEP",

@@ -1,3 +1,23 @@
-"""kctl-train: render, run and collect distributed Lightning training on Kubeflow."""
+"""kctl-train: render, run and collect distributed Lightning training on Kubeflow.
 
-__version__ = "0.1.0"
+    from operator_client import Client
+
+`Client` is imported on first use, so the CLI and the runtime pay nothing for it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client
+
+from .version import __version__
+
+__all__ = ["Client", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Client":
+        from .client import Client
+
+        return Client
+    raise AttributeError(f"module 'operator_client' has no attribute {name!r}")

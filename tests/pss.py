@@ -1,6 +1,6 @@
 """Pod Security Standards "restricted" (with "baseline" under it) as a checker over a pod
 spec, following the rules of kubernetes.io/docs/concepts/security/pod-security-standards
-(PITFALLS.md lists the ones that bite). A test helper: it returns every violation."""
+(docs/RUNTIME_NOTES.md, "Pod security"). A test helper: it returns every violation."""
 
 from __future__ import annotations
 

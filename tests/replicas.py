@@ -1,6 +1,6 @@
 """Run a rendered PyTorchJob's replicas as plain local processes, for runtime tests that
 need to reach into them (kill one worker, signal one agent). The environment and command
-are the local backend's own (operator_client.cluster.local_env); the backend's
+are the local backend's own (operator_client.backends.local.local_env); the backend's
 supervisor and lifecycle rules are tested in test_local_backend.py.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from operator_client.cluster.lifecycle import replicas_of
-from operator_client.cluster.local_env import container_of, replica_command, replica_env
-from operator_client.cluster.supervisor import free_port
+from operator_client.backends.local.local_env import container_of, replica_command, replica_env
+from operator_client.backends.local.supervisor import free_port
+from operator_client.kubeflow.lifecycle import replicas_of
 
 
 @dataclass

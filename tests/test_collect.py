@@ -16,8 +16,8 @@ import pytest
 
 from operator_client.collect.collect import CollectError, collect
 from operator_client.collect.report import build, text, write
-from operator_client.runtime import checkpoints
-from operator_client.runtime.aggregate import aggregate_all
+from operator_client.runstore import checkpoints
+from operator_client.runstore.aggregate import aggregate_all
 from operator_client.storage import ObjectStore, StoreError, open_store
 from operator_client.storage.base import Progress
 from operator_client.storage.file import FileStore

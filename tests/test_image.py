@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from operator_client.render.pytorchjob import RUNTIME_COMMAND
+from operator_client.contract import RUNTIME_COMMAND
 from operator_client.render.security import RUN_AS_GROUP, RUN_AS_USER
 
 from .conftest import ROOT
@@ -24,7 +24,7 @@ def test_user_matches_the_pod_security_context() -> None:
 
 
 def test_entrypoint_is_the_rendered_command() -> None:
-    assert json.loads(instruction("ENTRYPOINT")) == RUNTIME_COMMAND
+    assert json.loads(instruction("ENTRYPOINT")) == list(RUNTIME_COMMAND)
 
 
 def test_entrypoint_is_an_installed_console_script() -> None:

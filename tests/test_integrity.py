@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from operator_client.collect.collect import CollectError, collect
-from operator_client.runtime import checkpoints, runinfo
-from operator_client.runtime.aggregate import committed_units
-from operator_client.runtime.outputs import RankOutputs, commit_epoch
+from operator_client.runstore import checkpoints, runinfo
+from operator_client.runstore.aggregate import committed_units
+from operator_client.runstore.outputs import RankOutputs, commit_epoch
 from operator_client.storage import ObjectStore, StoreError, open_store
 from operator_client.storage.file import FileStore
 

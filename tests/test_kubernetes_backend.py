@@ -101,7 +101,7 @@ def test_conflicts_name_the_fields_and_managers(
     # Someone edits the job with kubectl (another field manager).
     from kubernetes import client
 
-    from operator_client.cluster.kubernetes_backend import connect
+    from operator_client.backends.kubernetes.api import connect
 
     other = render(load_job_text(path.read_text()).job)
     other["spec"]["runPolicy"]["backoffLimit"] = 1
@@ -293,6 +293,8 @@ def test_a_failed_job_shows_the_reason_and_the_failing_pods_last_lines(
 def test_logs_of_every_replica_with_prefixes(
     api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert run(capsys, "apply", str(write(tmp_path)))[0] == 0  # logs are a job's, as locally
+    api.set_conditions("default", "train", "Created", "Succeeded")  # -f ends with the job
     api.state.pods = [pod("train-master-0"), pod("train-worker-0")]
     api.state.logs = {"train-master-0": ["m1", "m2"], "train-worker-0": ["w1"]}
     api.state.previous_logs = {"train-worker-0": ["before the restart"]}

@@ -1,4 +1,4 @@
-"""The operator's lifecycle rules (cluster/lifecycle.py), one table row per rule."""
+"""The operator's lifecycle rules (kubeflow/lifecycle.py), one table row per rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.cluster import lifecycle as lc
+from operator_client.kubeflow import lifecycle as lc
 
 
 def policy(**overrides: Any) -> lc.Policy:
@@ -143,7 +143,7 @@ def test_conditions_follow_the_operator() -> None:
         (lc.FAILED, "True"),
     ]
     assert lc.set_condition(conds, lc.RUNNING, "r", "running", 7) == conds  # final
-    assert lc.current(conds) == lc.FAILED
+    assert lc.job_state(conds) == lc.FAILED
 
 
 def test_replica_statuses_count_pods_per_type() -> None:

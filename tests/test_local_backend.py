@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.runtime import checkpoints
+from operator_client.runstore import checkpoints
 from operator_client.storage import open_store
 
 from .conftest import ROOT, job_yaml
@@ -248,7 +248,7 @@ def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
     assert apply.stdout is not None
     deadline = time.monotonic() + 150
     for line in apply.stdout:  # --follow streams the replicas' lines, prefixed
-        if "[master-0]" in line and "step 30/" in line:
+        if "[master-0]" in line and '"step":30,' in line:
             break
         assert time.monotonic() < deadline
     apply.send_signal(signal.SIGINT)
@@ -385,7 +385,7 @@ def test_a_supervisor_that_cannot_start_a_replica_fails_the_job(
 ) -> None:
     """A replica that cannot even be started (here a NUL byte in its env, which the spec
     refuses but a hand-made manifest can carry) fails the job with the reason."""
-    from operator_client.cluster.local import LocalBackend
+    from operator_client.backends.local import LocalBackend
     from operator_client.render import render
     from operator_client.spec.loader import load_job
 

@@ -1,4 +1,4 @@
-"""The local backend's replica environment against OPERATOR_CONTRACT.md, case by case."""
+"""The local backend's replica environment against docs/OPERATOR_CONTRACT.md, case by case."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from operator_client.cluster.lifecycle import Replica, replicas_of
-from operator_client.cluster.local_env import (
+from operator_client.backends.local.local_env import (
     container_of,
     loopback_for,
     replica_command,
     replica_env,
 )
+from operator_client.kubeflow.lifecycle import Replica, replicas_of
 from operator_client.kubeflow.pod_env import PodEnvError
 from operator_client.render import render
 from operator_client.spec import load_job_text

@@ -7,7 +7,8 @@ import io
 import time
 from pathlib import Path
 
-from operator_client.runtime import monitor
+from operator_client.runstore import monitor
+from operator_client.runtime import gpu_monitor
 from operator_client.storage import open_store
 
 
@@ -29,7 +30,7 @@ def test_samples_upload_and_summary(tmp_path: Path) -> None:
             for g in range(2)
         ]
 
-    mon = monitor.GpuMonitor(sampler, store, node_rank=3, interval=0.01).start()
+    mon = gpu_monitor.GpuMonitor(sampler, store, node_rank=3, interval=0.01).start()
     time.sleep(0.2)
     mon.stop()
     rows = list(csv.DictReader(io.StringIO(store.get_bytes("monitor/node-00003.csv").decode())))
@@ -55,6 +56,6 @@ def test_without_a_driver_the_monitor_is_off_with_one_line(caplog) -> None:  # t
 
         pytest.skip("an NVIDIA driver is present on this machine")
     with caplog.at_level("INFO", logger="kctl_train.monitor"):
-        assert monitor.nvml_sampler() is None
+        assert gpu_monitor.nvml_sampler() is None
     assert len(caplog.records) == 1
     assert "GPU monitor off" in caplog.records[0].getMessage()

@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from operator_client.runtime import checkpoints
-from operator_client.runtime.aggregate import aggregate_all
-from operator_client.runtime.outputs import RankOutputs, commit_epoch, epoch_key
+from operator_client.runstore import checkpoints
+from operator_client.runstore.aggregate import aggregate_all
+from operator_client.runstore.outputs import RankOutputs, commit_epoch, epoch_key
 from operator_client.storage import open_store
 
 

@@ -1,5 +1,5 @@
-"""Why pods are stuck, one table row per reason (cluster/pod_reasons.py), and the node
-checks of the preflight (cluster/preflight.py: node_findings)."""
+"""Why pods are stuck, one table row per reason (backends/kubernetes/pod_reasons.py), and the node
+checks of the preflight (backends/kubernetes/preflight.py: node_findings)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from operator_client.cluster.pod_reasons import pod_phase, pod_problems, restarts
-from operator_client.cluster.preflight import node_findings
+from operator_client.backends.kubernetes.pod_reasons import pod_phase, pod_problems, restarts
+from operator_client.backends.kubernetes.preflight import node_findings
 from operator_client.render import render
 from operator_client.spec import load_job
 
@@ -138,7 +138,7 @@ def test_the_rbac_manifest_grants_what_the_backend_uses() -> None:
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    used = {  # the calls of cluster/kubernetes_backend.py and cluster/preflight.py
+    used = {  # the calls of backends/kubernetes/api.py and preflight.py
         ("kubeflow.org", "pytorchjobs", v)
         for v in ("get", "list", "watch", "create", "patch", "delete")
     } | {

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from operator_client.render import render
-from operator_client.runtime import checkpoints
+from operator_client.runstore import checkpoints
 from operator_client.spec import load_job_text
 from operator_client.storage import ObjectStore, open_store, run_root
 
@@ -142,7 +142,7 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     store = store_of(manifest, uri)
     reps = R.start(manifest, tmp_path)
     deadline = time.monotonic() + 120
-    while "step 30/" not in reps[0].text():
+    while '"step":30,' not in reps[0].text():
         assert time.monotonic() < deadline and reps[0].process.poll() is None, logs(reps)
         time.sleep(0.2)
     os.kill(reps[0].process.pid, signal.SIGTERM)  # what the kubelet sends PID 1

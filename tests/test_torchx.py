@@ -155,3 +155,79 @@ def test_torchx_run_dryrun_on_the_command_line(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "kind: PyTorchJob" in out.stdout + out.stderr
     assert "namespace: ml" in out.stdout + out.stderr
+
+
+SCHEDULE = """
+import json, sys
+from torchx.components.dist import ddp
+from torchx.schedulers import get_scheduler_factories
+kubeconfig = sys.argv[1]
+factory = get_scheduler_factories()["kctl_train"]
+app = ddp(script="train.py", j="2x1", image="ghcr.io/acme/trainer:1", cpu=2, memMB=4096)
+cfg = {"namespace": "default", "context": "fake", "kubeconfig": kubeconfig}
+scheduler = factory("a")
+app_id = scheduler.schedule(scheduler.submit_dryrun(app, cfg))
+other = factory("b")  # another process: nothing but the app id to go by
+described = other.describe(app_id)
+lines = list(other.log_iter(app_id, "train", k=0))
+other.cancel(app_id)
+print(json.dumps({"app_id": app_id, "state": str(described.state), "msg": described.msg,
+                  "lines": lines, "gone": other.describe(app_id) is None}))
+"""
+
+
+def test_the_scheduler_applies_through_the_client_on_the_configured_context(
+    tmp_path: Path,
+) -> None:
+    """schedule() runs the preflight and the server-side apply of `kctl-train apply`; every
+    later call (describe, logs, cancel) reaches the context and kubeconfig it was given,
+    not the current context (here a dead server)."""
+    import yaml
+
+    from .fake_apiserver import FakeApiServer
+
+    python = torchx_python()
+    api = FakeApiServer()
+    try:
+        config = yaml.safe_load(api.kubeconfig(tmp_path).read_text())
+        config["clusters"].append({"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}})
+        config["contexts"].append({"name": "dead", "context": {"cluster": "dead", "user": "me"}})
+        config["current-context"] = "dead"
+        kubeconfig = tmp_path / "two-contexts"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        api.state.pods = [
+            {
+                "metadata": {"name": f"{name}-master-0", "namespace": "default",
+                             "labels": {"training.kubeflow.org/job-name": name}},
+                "status": {"phase": "Running"},
+            }
+            for name in ("train",)
+        ]  # fmt: skip
+        api.state.logs = {"train-master-0": ["hello"]}
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        out = subprocess.run(
+            [str(python), "-c", SCHEDULE, str(kubeconfig)],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout.splitlines()[-1])
+        name = result["app_id"].split(":")[1]
+        assert result["app_id"] == f"default:{name}:fake:{kubeconfig}"
+        assert result["gone"] is True
+        paths = [(r.method, r.path) for r in api.state.requests]
+        # The preflight ran before the apply: the CRD, RBAC reviews, then the PATCH.
+        crd = paths.index(
+            (
+                "GET",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubeflow.org",
+            )
+        )
+        review = [i for i, p in enumerate(paths) if p[1].endswith("selfsubjectaccessreviews")]
+        patch = next(i for i, p in enumerate(paths) if p[0] == "PATCH")
+        assert crd < patch and review and max(review) < patch
+        assert any(
+            p == ("DELETE", f"/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/{name}")
+            for p in paths
+        )
+    finally:
+        api.stop()

@@ -9,11 +9,9 @@ import os
 import sys
 from collections.abc import Iterable
 
-from ..spec import SpecIssue
+from ..spec.issues import SpecIssue
 
 _STYLE = {"error": "bold red", "warning": "yellow"}
-# How many of a failed replica's last log lines a failure report shows.
-FAILED_LOG_LINES = 20
 
 
 def colour() -> bool:

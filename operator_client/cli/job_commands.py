@@ -1,483 +1,282 @@
-"""Commands that run jobs and fetch their results: apply, status, list, wait, logs,
-delete, collect, report, doctor. The local backend (`--local`) is handled here; cluster jobs
-go to cluster_commands, which alone imports the kubernetes client."""
+"""Commands that run jobs and fetch their results: apply, wait, collect, report, doctor.
+Each parses nothing and decides nothing about backends: it calls the Client and prints."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..cluster import lifecycle as lc
-from ..cluster.jobdir import JobDir
-from ..cluster.local import LocalBackend, LocalJobError, state_of
-from ..cluster.local_storage import store_for_local_run
-from ..cluster.logs import LogFollower, replica_tag, tail
-from ..kubeflow.webhook import webhook_errors
-from ..render import render as render_job
-from ..render import to_json, to_yaml
-from ..render.pytorchjob import NotRenderedError, job_of
-from ..spec import load_job, load_job_text
-from ..spec.model import TrainingJob
-from ..storage import ObjectStore, StoreError
-from . import console
-from .console import FAILED_LOG_LINES
-from .exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CommandError
-from .progress import StatusLine, TrainingProgress, TransferDisplay
+from ..contract import Progress
+from ..errors import EXIT_FAILED, KctlTrainError, PreflightFailed, WaitTimeout
+from . import console, output
+from .exits import EXIT_INTERRUPTED, EXIT_OK
+from .progress import StatusLine, TransferDisplay
 
-# apply
+if TYPE_CHECKING:
+    from ..client import Client, Collected, Event, Finding, JobHandle, JobView
+    from ..client.jobs import JobInput
 
 
-def _load(args: argparse.Namespace) -> TrainingJob:
-    loaded = load_job_text(sys.stdin.read(), "<stdin>") if args.file == "-" else load_job(args.file)
-    # A local run always has a store (cluster/local_storage.py): "no storage" does not apply.
-    console.report(w for w in loaded.warnings if not (args.local and w.path == "spec.storage"))
-    job = loaded.job
-    if args.namespace and args.namespace != job.metadata.namespace:
-        if "namespace" in job.metadata.model_fields_set and not args.force_namespace:
-            raise CommandError(
-                f"{loaded.source}: metadata.namespace is {job.metadata.namespace!r} but "
-                f"-n says {args.namespace!r}; drop -n, change the file, or --force-namespace",
-                EXIT_BAD_INPUT,
-            )
-        job = job.model_copy(
-            update={"metadata": job.metadata.model_copy(update={"namespace": args.namespace})}
-        )
-    return job
+def client_for(args: argparse.Namespace) -> Client:
+    """The backend factory of the CLI: --local, else the cluster of --kubeconfig and
+    --context (connected on first use)."""
+    from ..client import Client
+
+    return Client(
+        "local" if args.local else "kubernetes",
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+    )
+
+
+def _job_input(file: str) -> JobInput:
+    from ..spec import load_job_text
+
+    return load_job_text(sys.stdin.read(), "<stdin>").job if file == "-" else file
 
 
 def apply(args: argparse.Namespace) -> int:
-    """`kctl-train apply`: render, run (--local), follow, collect and report."""
-    job = _load(args)
-    if args.local:
-        try:
-            job, note = store_for_local_run(job, args.storage)
-        except ValueError:
-            raise CommandError(
-                f"--storage: {args.storage!r} is not a store URI; use s3://bucket/prefix or "
-                "file:///absolute/path",
-                EXIT_BAD_INPUT,
-            ) from None
-        if note:
-            console.warning(note)
-    manifest = render_job(job)
-    problems = webhook_errors(manifest)
-    if problems:
-        raise CommandError(f"internal error, the operator would reject the job: {problems}")
-    name = job.metadata.name
-    if args.dry_run == "client":
-        sys.stdout.write(to_json(manifest) if args.output == "json" else to_yaml(manifest))
-        return EXIT_OK
-    if not args.local:
-        from . import cluster_commands
-
-        return cluster_commands.apply(args, manifest)
-    backend = LocalBackend()
+    """`kctl-train apply`: render, check, submit; --wait follows, collects and reports."""
+    client = client_for(args)
     try:
-        backend.check(manifest)
-    except LocalJobError as exc:
-        raise CommandError(str(exc), EXIT_BAD_INPUT) from None
-    if args.dry_run == "server":
+        handle = client.apply(
+            _job_input(args.file),
+            force_namespace=args.force_namespace,
+            storage=args.storage,
+            dry_run=None if args.dry_run == "none" else args.dry_run,
+            force_conflicts=args.force_conflicts,
+        )
+    except PreflightFailed as exc:
+        _findings(exc.findings)
+        raise
+    console.report(handle.warnings)
+    if handle.note:
+        console.warning(handle.note)
+    _findings(handle.findings)
+    submitted = handle.submitted
+    if submitted is None:  # --dry-run=client
+        assert handle.manifest is not None
+        output.objects(handle.manifest, "json" if args.output == "json" else "yaml")
+        return EXIT_OK
+    if submitted.dry_run:
+        output.objects(submitted.object, "json" if args.output == "json" else "yaml")
         console.info(
-            f"pytorchjob/{name} would be started locally (dry run: checked, nothing started)"
+            f"(server dry run: checked by the {client.backend.name} backend, nothing stored)"
         )
         return EXIT_OK
-    resumes = _resume_step(job)  # before the run starts to write
-    try:
-        jobdir = backend.submit(manifest)
-    except LocalJobError as exc:
-        raise CommandError(str(exc)) from None
-    storage = job.spec.storage
+    flag = client.backend.flag
     if args.output in ("json", "yaml"):
-        body = {**manifest, "status": jobdir.status().get("status", {})}
-        sys.stdout.write(to_json(body) if args.output == "json" else to_yaml(body))
+        output.objects(submitted.object, args.output)
     else:
-        print(f"pytorchjob.kubeflow.org/{name} created (local)")
-    console.info(f"  storage: {storage.uri if storage else '-'}")
-    if resumes is not None:
+        print(f"pytorchjob.kubeflow.org/{handle.name} {submitted.verb} ({submitted.how})")
+    view = submitted.view
+    console.info(f"  storage: {view.storage.root if view and view.storage else '-'}")
+    if submitted.resume_step is not None:
         console.info(
-            f"  resume:  the store holds a checkpoint at step {resumes}; the run continues from it"
+            f"  resume:  the store holds a checkpoint at step {submitted.resume_step}; "
+            "the run continues from it"
         )
-    console.info(
-        f"  logs:    kctl-train logs {name} --local -f   (files in {jobdir.path / 'logs'})"
-    )
+    files = f"   (files in {submitted.logs_at})" if submitted.logs_at else ""
+    console.info(f"  logs:    kctl-train logs {handle.name}{flag} -f{files}")
     if not args.wait:
-        console.info(f"  status:  kctl-train status {name} --local")
+        console.info(f"  status:  kctl-train status {handle.name}{flag}")
         return EXIT_OK
-    state = _wait(backend, jobdir, follow=args.follow, timeout=args.timeout)
-    if state is None:
+    collect_to = args.collect_to
+    if collect_to is None and client.backend.store_reachable and not args.no_collect:
+        collect_to = str(Path("results") / handle.name)
+    return _follow_and_collect(
+        handle, args, again=f"kctl-train apply {args.file}{flag}", collect_to=collect_to
+    )
+
+
+def _findings(findings: Sequence[Finding]) -> None:
+    for finding in findings:
+        (console.error if finding.level == "error" else console.warning)(finding.message)
+
+
+def wait(args: argparse.Namespace) -> int:
+    """`kctl-train wait`: follow a job to its end; exit 0 on success, 1 otherwise."""
+    handle = client_for(args).job(args.name)
+    flag = handle.backend.flag
+    return _follow_and_collect(
+        handle, args, again=f"kctl-train apply JOB_FILE{flag}", collect_to=args.collect_to
+    )
+
+
+def _follow_and_collect(
+    handle: JobHandle, args: argparse.Namespace, *, again: str, collect_to: str | None
+) -> int:
+    view = follow(handle, logs=getattr(args, "follow", False), timeout=args.timeout)
+    if view is None:
         console.info(
-            f"still running after {args.timeout}s; it goes on: kctl-train status {name} --local"
+            f"still running after {args.timeout}s; it goes on: "
+            f"kctl-train status {handle.name}{handle.backend.flag}"
         )
         return EXIT_FAILED
-    if state != lc.SUCCEEDED:
-        return _explain_end(jobdir, state, args.file)
-    if args.no_collect:
+    if not view.succeeded:
+        report = handle.failure()
+        assert report is not None
+        output.failure(report, again)
+        return EXIT_INTERRUPTED if report.stopped else EXIT_FAILED
+    if collect_to is None:
         return EXIT_OK
-    dest = Path(args.collect_to or Path("results") / name)
-    meta = {"name": name, "namespace": job.metadata.namespace}
-    return collect_and_report(
-        _job_store(job, 16), meta, dest, jobdir, all_checkpoints=False, concurrency=16
-    )
-
-
-def _resume_step(job: TrainingJob) -> int | None:
-    """The step of the checkpoint the run will resume from: the newest committed one
-    whose files verify, as the runtime chooses (None: a fresh start)."""
-    import tempfile
-
-    from ..runtime.checkpoints import newest_verified
-
-    if job.spec.checkpoint.resume != "auto":
-        return None
-    try:
-        with tempfile.TemporaryDirectory(prefix="kctl-train-verify-") as tmp:
-            found = newest_verified(_job_store(job, 8), Path(tmp))
-    except StoreError:
-        return None
-    return found[0].step if found else None
-
-
-def _wait(backend: LocalBackend, job: JobDir, *, follow: bool, timeout: float | None) -> str | None:
-    """Follow the job to its end (Ctrl-C stops it); returns its state, None on timeout."""
-    try:
-        return _watch(job, follow=follow, timeout=timeout)
-    except KeyboardInterrupt:
-        pass
-    console.info(
-        "\nstopping the job: the replicas commit an emergency checkpoint (Ctrl-C again to kill now)"
-    )
-    backend.stop(job, "stopped by Ctrl-C")
-    try:
-        backend.wait_stopped(job, timeout=float("inf"))
-    except KeyboardInterrupt:
-        backend.stop(job, "killed by a second Ctrl-C", force=True)
-        backend.wait_stopped(job, timeout=30)
-    return state_of(job, job.status())
-
-
-def _watch(job: JobDir, *, follow: bool, timeout: float | None) -> str | None:
-    manifest = job.manifest()
-    name = manifest["metadata"]["name"]
-    pods = [r.name for r in lc.replicas_of(manifest)]
-    follower = LogFollower({replica_tag(name, p): job.log(p) for p in pods})
-    progress = TrainingProgress()
-    line = None if follow else StatusLine()
-    seen: set[tuple[str, str, str]] = set()
-    started = time.monotonic()
-    try:
-        while True:
-            status = job.status()
-            state = state_of(job, status)
-            ended = state in lc.ENDED and not job.supervisor_alive()
-            for tag, text in follower.poll(final=ended):
-                progress.feed(text)
-                if follow:
-                    print(f"[{tag}] {text}", flush=True)
-            for cond in status.get("status", {}).get("conditions", []):
-                key = (cond["type"], cond["reason"], cond["message"])
-                if key not in seen and cond["status"] == "True":
-                    seen.add(key)
-                    message = f"{cond['type']}: {cond['message']}"
-                    if line is not None:
-                        line.print(message)
-                    else:
-                        console.info(message)
-            if ended or state == "Unknown":
-                return state
-            if line is not None:
-                elapsed = time.monotonic() - started
-                line.update(f"{state} · {progress.text()} · {elapsed:.0f}s")
-            if timeout and time.monotonic() - started > timeout:
-                return None
-            time.sleep(0.2)
-    finally:
-        if line is not None:
-            line.stop()
-
-
-def _explain_end(job: JobDir, state: str, source: str) -> int:
-    status = job.status()
-    conditions = status.get("status", {}).get("conditions", [])
-    reason = conditions[-1]["message"] if conditions else "the supervisor stopped"
-    if state == "Unknown":
-        reason = f"the local supervisor died; see {job.supervisor_log}"
-    if state == lc.SUSPENDED:
-        console.info(f"{state}: {reason}")
-    else:
-        console.error(f"{state}: {reason}")
-    failed = [
-        r for r in status.get("local", {}).get("replicas", []) if r.get("exitCode") not in (None, 0)
-    ]
-    for replica in failed[:1] if state != lc.SUSPENDED else []:
-        console.info(f"last lines of {replica['name']} (exit code {replica['exitCode']}):")
-        for text in tail(Path(replica["log"]), FAILED_LOG_LINES):
-            console.info(f"  {text}")
-    if state == lc.SUSPENDED:
-        console.info(f"committed checkpoints are kept; `kctl-train apply {source} --local` resumes")
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED
-
-
-# collect and report
-
-
-def collect_and_report(
-    store: ObjectStore,
-    meta: dict[str, Any],
-    dest: Path,
-    jobdir: JobDir | None,
-    *,
-    all_checkpoints: bool,
-    concurrency: int,
-) -> int:
-    """Collect `store` (a run root) into dest, write and print the report."""
-    from ..collect.collect import CollectError, collect
-    from ..collect.report import write
-
-    describe: dict[str, Any] = {"job": dict(meta)}
-    if jobdir is not None:
-        local = jobdir.status().get("local", {})
-        describe["job"].update(
-            state=local.get("state"), started=local.get("started"), completed=local.get("completed")
-        )
-    display = TransferDisplay(f"collecting {meta['name']}")
-    try:
-        result = collect(
-            store,
-            dest,
-            all_checkpoints=all_checkpoints,
-            concurrency=concurrency,
+    return _collected(
+        lambda display: handle.collect(
+            collect_to,
+            endpoint=args.collect_endpoint,
             progress=display,
-            describe=describe,
+        ),
+        handle.name,
+    )
+
+
+class _Display:
+    """The live view of a followed job: new conditions and replica problems as lines,
+    one redrawn status line (state, replicas, progress, time)."""
+
+    def __init__(self, name: str, status_line: bool) -> None:
+        self.name = name
+        self.line = StatusLine() if status_line else None
+        self.progress: Progress | None = None
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        if self.line is not None:
+            self.line.print(text)
+        else:
+            console.info(text)
+
+    def __call__(self, event: Event) -> None:
+        from ..client import ConditionReached, JobChanged, ProgressReport, ReplicaNote
+
+        if isinstance(event, ConditionReached):
+            self.say(f"{event.condition.type}: {event.condition.message}")
+        elif isinstance(event, ReplicaNote):
+            self.say(f"{event.replica}: {event.text}")
+        elif isinstance(event, ProgressReport):
+            self.progress = event.progress
+        elif isinstance(event, JobChanged) and self.line is not None:
+            self.line.update(self._summary(event.view))
+
+    def _summary(self, view: JobView) -> str:
+        pods = "  ".join(
+            f"{r.tag} {r.phase}" + (f" ({r.restarts} restarts)" if r.restarts else "")
+            for r in view.replicas
         )
-    except (CollectError, StoreError) as exc:
-        raise CommandError(str(exc)) from None
+        progress = self.progress.text() if self.progress else "starting"
+        elapsed = time.monotonic() - self.started
+        return f"{view.state} · {pods or 'no pods yet'} · {progress} · {elapsed:.0f}s"
+
+    def stop(self) -> None:
+        if self.line is not None:
+            self.line.stop()
+
+
+def follow(handle: JobHandle, *, logs: bool, timeout: float | None) -> JobView | None:
+    """Follow the job to its end, showing it as it goes (logs: every replica's lines);
+    its final view, or None when `timeout` passed first. Ctrl-C stops a job the backend
+    can stop (an emergency checkpoint first; Ctrl-C again kills it)."""
+    display = _Display(handle.name, status_line=not logs)
+    printer = None
+    if logs:
+        printer = threading.Thread(target=_print_logs, args=(handle,), daemon=True)
+        printer.start()
+    try:
+        return handle.wait(timeout=timeout, on_event=display)
+    except WaitTimeout:
+        return None
+    except KeyboardInterrupt:
+        display.stop()
+        if not handle.stop():
+            raise
+        console.info(
+            "\nstopping the job: the replicas commit an emergency checkpoint "
+            "(Ctrl-C again to kill now)"
+        )
+        try:
+            return handle.wait()
+        except KeyboardInterrupt:
+            handle.stop(force=True)
+            return handle.wait(timeout=30)
+    finally:
+        display.stop()
+        if printer is not None:
+            printer.join(timeout=5)
+
+
+def _print_logs(handle: JobHandle) -> None:
+    try:
+        for line in handle.logs(follow=True):
+            print(f"[{line.replica}] {line.text}", flush=True)
+    except KctlTrainError as exc:
+        console.warning(f"log stream ended: {exc}")
+
+
+def _collected(run: Callable[[TransferDisplay], Collected], name: str) -> int:
+    """Run a collect with a transfer display, then print the report."""
+    display = TransferDisplay(f"collecting {name}")
+    result = run(display)
     for problem in result.problems:
         console.warning(problem)
-    _, _, txt = write(dest)
-    print(f"collected into {dest}/  (summary.json, report.png)")
-    sys.stdout.write(txt.read_text())
+    print(f"collected into {result.dest}/  (summary.json, report.png)")
+    sys.stdout.write(result.report)
     return EXIT_FAILED if result.problems else EXIT_OK
-
-
-def _job_store(job: TrainingJob, concurrency: int) -> ObjectStore:
-    from ..runtime.context import store_for
-
-    return store_for(job, concurrency=concurrency)
 
 
 def collect_cmd(args: argparse.Namespace) -> int:
     """`kctl-train collect`: the run's committed results into a directory, then the report."""
-    from ..storage import open_store, run_root
-
-    namespace = args.namespace or "default"
-    meta = {"name": args.name, "namespace": namespace}
-    jobdir = None
+    client = client_for(args)
     if args.source:
-        try:
-            store = open_store(
-                run_root(args.source, namespace, args.name),
+        return _collected(
+            lambda display: client.collect_from(
+                args.source,
+                args.name,
+                to=args.to,
                 endpoint=args.endpoint,
+                all_checkpoints=args.all_checkpoints,
                 concurrency=args.concurrency,
-            )
-        except StoreError as exc:
-            raise CommandError(f"--from: {exc}", EXIT_BAD_INPUT) from None
-    elif args.local:
-        jobdir = _local_job(args)
-        try:
-            store = _job_store(job_of(jobdir.manifest()), args.concurrency)
-        except NotRenderedError as exc:
-            raise CommandError(str(exc)) from None
-    else:
-        from . import cluster_commands
-
-        backend = cluster_commands.backend_for(args)
-        return cluster_commands.collect(
-            backend,
-            backend.get(namespace, args.name),
-            Path(args.to or Path("results") / args.name),
+                progress=display,
+            ),
+            args.name,
+        )
+    handle = client.job(args.name)
+    return _collected(
+        lambda display: handle.collect(
+            args.to,
             all_checkpoints=args.all_checkpoints,
             concurrency=args.concurrency,
             endpoint=args.endpoint,
-        )
-    dest = Path(args.to or Path("results") / args.name)
-    return collect_and_report(
-        store,
-        meta,
-        dest,
-        jobdir,
-        all_checkpoints=args.all_checkpoints,
-        concurrency=args.concurrency,
+            progress=display,
+        ),
+        args.name,
     )
 
 
 def report(args: argparse.Namespace) -> int:
     """`kctl-train report`: rebuild and print the report of a collected directory."""
-    from ..collect.report import ReportError, write
+    from ..collect.report import write
 
     target = Path(args.target)
     directory = target if target.is_dir() else Path("results") / args.target
-    try:
-        _, png, _ = write(directory)
-    except ReportError as exc:
-        raise CommandError(str(exc)) from None
+    _, png, _ = write(directory)
     sys.stdout.write((directory / "report.txt").read_text())
     print(f"curves: {png}")
     return EXIT_OK
 
 
-# status, logs, delete
-
-
-def _local_job(args: argparse.Namespace) -> JobDir:
-    try:
-        return LocalBackend().get(args.namespace or "default", args.name)
-    except LocalJobError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _age(since: float | None, until: float | None = None) -> str:
-    if not since:
-        return "-"
-    seconds = int((until or time.time()) - since)
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
-
-
-def status(args: argparse.Namespace) -> int:
-    """`kctl-train status`: one job's conditions and replicas, or every local job."""
-    if not args.local:
-        from . import cluster_commands
-
-        return (
-            cluster_commands.list_jobs(args) if args.name is None else cluster_commands.status(args)
-        )
-    if args.name is None:
-        jobs = LocalBackend().list(args.namespace)
-        statuses = [(n, d, d.status()) for n, d in jobs]
-        rows = [(d.path.parent.name, n, state_of(d, body), body) for n, d, body in statuses]
-        if args.output != "text":
-            items = [s for *_, s in rows]
-            listing = {"apiVersion": "v1", "kind": "List", "items": items}
-            sys.stdout.write(to_json(listing) if args.output == "json" else to_yaml(listing))
-            return EXIT_OK
-        print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}AGE")
-        for namespace, name, state, row in rows:
-            started = row.get("local", {}).get("started")
-            print(f"{namespace:<12}{name:<28}{state:<12}{_age(started)}")
-        return EXIT_OK
-    job = _local_job(args)
-    body = job.status()
-    state = state_of(job, body)
-    if args.output != "text":
-        full = {**job.manifest(), "status": body.get("status", {}), "local": body.get("local", {})}
-        sys.stdout.write(to_json(full) if args.output == "json" else to_yaml(full))
-        return EXIT_OK
-    local = body.get("local", {})
-    print(
-        f"pytorchjob/{args.name} (local)  {state}  "
-        f"{_age(local.get('started'), local.get('completed'))}"
-    )
-    print(f"{'REPLICA':<14}{'PHASE':<11}{'RESTARTS':<10}{'EXIT':<6}{'PID':<9}LOG")
-    name = job.manifest()["metadata"]["name"]
-    for r in local.get("replicas", []):
-        exit_code = "-" if r.get("exitCode") is None else str(r["exitCode"])
-        print(
-            f"{replica_tag(name, r['name']):<14}{r['phase']:<11}{r['restarts']:<10}"
-            f"{exit_code:<6}{r.get('pid') or '-'!s:<9}{r['log']}"
-        )
-    for cond in body.get("status", {}).get("conditions", []):
-        when = cond["lastTransitionTime"]
-        flag = "" if cond["status"] == "True" else " (no longer)"
-        print(f"  {when}  {cond['type']}{flag}: {cond['message']}")
-    progress = TrainingProgress()
-    for r in local.get("replicas", []):
-        for text in tail(Path(r["log"]), 200):
-            progress.feed(text)
-    if progress.step:
-        print(f"progress: {progress.text()}")
-    return EXIT_OK if state != "Unknown" else EXIT_FAILED
-
-
-def logs(args: argparse.Namespace) -> int:
-    """`kctl-train logs`: every replica's log with a [replica] prefix (-f: follow)."""
-    if not args.local:
-        from . import cluster_commands
-
-        return cluster_commands.logs(args)
-    job = _local_job(args)
-    manifest = job.manifest()
-    name = manifest["metadata"]["name"]
-    pods = {replica_tag(name, r.name): job.log(r.name) for r in lc.replicas_of(manifest)}
-    if args.replica:
-        if args.replica not in pods:
-            raise CommandError(
-                f"no replica {args.replica!r}; the job has {', '.join(pods)}", EXIT_BAD_INPUT
-            )
-        pods = {args.replica: pods[args.replica]}
-    prefix = len(pods) > 1
-    follower = LogFollower(pods)
-    while True:
-        ended = state_of(job, job.status()) in (*lc.ENDED, "Unknown") and not job.supervisor_alive()
-        for tag, text in follower.poll(final=ended or not args.follow):
-            print(f"[{tag}] {text}" if prefix else text, flush=True)
-        if ended or not args.follow:
-            return EXIT_OK
-        time.sleep(0.2)
-
-
-def delete(args: argparse.Namespace) -> int:
-    """`kctl-train delete`: stop a local job and remove its record (stored data stays)."""
-    if not args.local:
-        from . import cluster_commands
-
-        return cluster_commands.delete(args)
-    backend = LocalBackend()
-    job = backend.job(args.namespace or "default", args.name)
-    if not job.exists():
-        if args.ignore_not_found:
-            return EXIT_OK
-        raise CommandError(f"no local job {args.namespace or 'default'}/{args.name}")
-    running = job.supervisor_alive()
-    if running:
-        console.info(
-            f"stopping {args.name}: SIGTERM to its replicas, then SIGKILL after the grace period"
-        )
-    try:
-        backend.delete(job)
-    except LocalJobError as exc:
-        raise CommandError(str(exc)) from None
-    print(f"pytorchjob.kubeflow.org/{args.name} deleted (local)")
-    return EXIT_OK
-
-
-def list_cmd(args: argparse.Namespace) -> int:
-    """`kctl-train list`: a table of jobs (a cluster's, or the local ones)."""
-    args.name = None
-    return status(args)
-
-
-def wait(args: argparse.Namespace) -> int:
-    """`kctl-train wait`: follow a job to its end; exit 0 on success, 1 otherwise."""
-    if args.local:
-        job = _local_job(args)
-        state = _wait(LocalBackend(), job, follow=False, timeout=args.timeout)
-        if state is None:
-            return EXIT_FAILED
-        return EXIT_OK if state == lc.SUCCEEDED else _explain_end(job, state, args.name)
-    from . import cluster_commands
-
-    backend = cluster_commands.backend_for(args)
-    return cluster_commands.follow(backend, args.namespace or "default", args.name, args)
-
-
 def doctor(args: argparse.Namespace) -> int:
     """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
-    from . import cluster_commands
-
-    job = _load(args)
-    return cluster_commands.doctor(args, render_job(job))
+    client = client_for(args)
+    job = _job_input(args.file)
+    findings = client.preflight(job, force_namespace=args.force_namespace)
+    _findings(findings)
+    if not findings:
+        name = client.render(job)["metadata"]["name"]
+        print(f"pytorchjob/{name}: the {client.backend.name} backend is ready for it")
+    return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK

@@ -9,8 +9,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
-from .exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ..version import __version__
+from .exits import EXIT_INTERRUPTED, EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,26 +260,31 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     report.set_defaults(handler="report")
 
 
+VIEW_COMMANDS = ("status", "list_cmd", "logs", "delete")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train` console script."""
     args = build_parser().parse_args(argv)
     # Imported after parsing, so --help and --version need no spec machinery.
-    from ..spec import SpecError
+    from ..errors import KctlTrainError
     from . import console
 
     if args.handler in ("render", "validate", "schema"):
         from . import spec_commands as commands
+    elif args.handler in VIEW_COMMANDS:
+        from . import view_commands as commands  # type: ignore[no-redef]
     else:
         from . import job_commands as commands  # type: ignore[no-redef]
     try:
         code: int = getattr(commands, args.handler)(args)
-    except SpecError as exc:
-        console.report(exc.issues)
-        return EXIT_BAD_INPUT
-    except commands_error() as exc:
-        console.error(str(exc))
-        code = getattr(exc, "code", EXIT_FAILED)
-        return code if code in (EXIT_FAILED, EXIT_BAD_INPUT) else EXIT_FAILED
+    except KctlTrainError as exc:
+        issues = getattr(exc, "issues", None)  # a SpecError: one line per problem
+        if issues is not None:
+            console.report(issues)
+        else:
+            console.error(str(exc))
+        return exc.exit_code
     except KeyboardInterrupt:
         console.error("interrupted")
         return EXIT_INTERRUPTED
@@ -288,14 +293,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return EXIT_OK
     return code
-
-
-def commands_error() -> tuple[type[Exception], ...]:
-    """The errors through which command handlers end with a message (and exit code)."""
-    from ..cluster.errors import ClusterError
-    from .exits import CommandError
-
-    return CommandError, ClusterError
 
 
 if __name__ == "__main__":

@@ -5,59 +5,18 @@ Everything here writes to stderr, so stdout stays for what a script would captur
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from .console import colour
 
-# The runtime's progress line: "epoch 2 step 120/300 loss 0.0312 (78.1 steps/s)".
-_STEP = re.compile(r"epoch (\d+) step (\d+)/(\S+)(?: loss (\S+))?(?: \(([\d.]+) steps/s\))?")
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
 
 
 def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
-
-
-@dataclass
-class TrainingProgress:
-    """The newest step reported in the replicas' logs."""
-
-    epoch: int = 0
-    step: int = 0
-    total: str = "?"
-    loss: str | None = None
-    rate: str | None = None
-
-    def feed(self, line: str) -> bool:
-        """Take a log line; True when it reported progress."""
-        match = _STEP.search(line)
-        if match is None:
-            return False
-        epoch, step, total, loss, rate = match.groups()
-        if int(step) >= self.step or int(epoch) < self.epoch:  # a resumed run restarts lower
-            self.epoch, self.step, self.total, self.loss, self.rate = (
-                int(epoch),
-                int(step),
-                total,
-                loss,
-                rate,
-            )
-        return True
-
-    def text(self) -> str:
-        if not self.step:
-            return "starting"
-        parts = [f"epoch {self.epoch}", f"step {self.step}/{self.total}"]
-        if self.loss:
-            parts.append(f"loss {self.loss}")
-        if self.rate:
-            parts.append(f"{self.rate} steps/s")
-        return ", ".join(parts)
 
 
 class StatusLine:

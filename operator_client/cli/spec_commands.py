@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from ..kubeflow.webhook import webhook_errors
 from ..render import render as render_job
 from ..render import to_json, to_yaml, to_yaml_stream
+from ..render.files import drift, write_manifests
 from ..spec import LoadedJob, SpecError, SpecIssue, load_job, load_job_text
 from ..spec.schema import job_schema
 from . import console
@@ -78,63 +78,28 @@ def render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_dir(directory: Path, manifests: list[dict[str, object]], fmt: str) -> int:
-    dump = to_json if fmt == "json" else to_yaml
+def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for manifest in manifests:
-            meta = manifest["metadata"]
-            assert isinstance(meta, dict)
-            target = directory / f"{meta['name']}.{fmt}"
-            # Write beside the target, then rename: a reader never sees half a manifest.
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(dump(manifest))
-            os.replace(tmp, target)
-            print(f"pytorchjob/{meta['name']} written to {target}")
+        for target in write_manifests(directory, manifests, fmt):
+            print(f"pytorchjob/{target.stem} written to {target}")
     except OSError as exc:
         console.error(f"cannot write to {directory}: {exc.strerror or exc}")
         return 1
     return 0
 
 
-def _check_dir(directory: Path, manifests: list[dict[str, object]], fmt: str) -> int:
-    """Compare DIR/<name>.<fmt> with a fresh render; a unified diff on stdout per drift."""
-    import difflib
-
-    dump = to_json if fmt == "json" else to_yaml
-    expected = {}
-    for manifest in manifests:
-        meta = manifest["metadata"]
-        assert isinstance(meta, dict)
-        expected[f"{meta['name']}.{fmt}"] = dump(manifest)
-    drift = 0
-    for name, text in sorted(expected.items()):
-        path = directory / name
-        try:
-            committed = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            print(f"{path}: missing (kctl-train render --output-dir {directory} writes it)")
-            drift += 1
-            continue
-        if committed != text:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    committed.splitlines(keepends=True),
-                    text.splitlines(keepends=True),
-                    f"{path} (committed)",
-                    f"{path} (rendered now)",
-                )
-            )
-            drift += 1
-    others = sorted(p.name for p in directory.glob(f"*.{fmt}") if p.name not in expected)
-    for name in others:
-        print(f"{directory / name}: not rendered by any of the job files (stale?)")
-        drift += 1
-    if drift:
-        console.error(f"{drift} manifest(s) in {directory} differ from a fresh render")
+def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
+    """A unified diff on stdout per drifted manifest; exit 1 on any drift."""
+    found = drift(directory, manifests, fmt)
+    for path in found.missing:
+        print(f"{path}: missing (kctl-train render --output-dir {directory} writes it)")
+    sys.stdout.writelines(found.diffs)
+    for path in found.stale:
+        print(f"{path}: not rendered by any of the job files (stale?)")
+    if found.count:
+        console.error(f"{found.count} manifest(s) in {directory} differ from a fresh render")
         return 1
-    print(f"{len(expected)} manifest(s) in {directory} match a fresh render")
+    print(f"{found.matched} manifest(s) in {directory} match a fresh render")
     return 0
 
 

@@ -1,6 +1,6 @@
 """`kctl-train collect`: download a run's committed units, verified, into a directory.
 
-What is collected (STORAGE.md layout, same relative paths locally):
+What is collected (docs/STORAGE.md layout, same relative paths locally):
 - the newest committed checkpoint whose files verify (or every committed one), with its
   MANIFEST.json; a newer one that fails verification is reported and skipped;
 - each split's aggregate `outputs/<split>/all.csv` when its manifest (all.json) covers
@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..runtime import checkpoints, monitor, runinfo
-from ..runtime.aggregate import (
+from ..errors import KctlTrainError
+from ..runstore import checkpoints, monitor, runinfo
+from ..runstore.aggregate import (
     AGGREGATE,
     AGGREGATE_MANIFEST,
     AggregateError,
@@ -36,8 +37,8 @@ from ..runtime.aggregate import (
     committed_units,
     covered_units,
 )
-from ..runtime.metrics import KEY as METRICS_KEY
-from ..runtime.outputs import PREFIX as OUTPUTS
+from ..runstore.metrics import KEY as METRICS_KEY
+from ..runstore.outputs import PREFIX as OUTPUTS
 from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
 from ..storage.base import ObjectInfo, file_matches
 from ..storage.keys import contained_path, remove_empty_parents
@@ -47,7 +48,7 @@ SUMMARY = "summary.json"
 SCRATCH = ".kctl-train-tmp"
 
 
-class CollectError(Exception):
+class CollectError(KctlTrainError):
     """Nothing could be collected safely; the message says why."""
 
 

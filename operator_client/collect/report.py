@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..runtime import monitor, runinfo
-from ..runtime.metrics import KEY as METRICS_KEY
+from ..errors import KctlTrainError
+from ..runstore import monitor, runinfo
+from ..runstore.metrics import KEY as METRICS_KEY
 from .collect import SUMMARY
 
 PNG, TEXT = "report.png", "report.txt"
 
 
-class ReportError(Exception):
+class ReportError(KctlTrainError):
     """The directory is not a collected run; the message says what is missing."""
 
 

@@ -1,12 +1,13 @@
 """A TorchX scheduler that submits kctl-train PyTorchJobs: `torchx run -s kctl_train
 dist.ddp -j 2x1 --script train.py`. Registered through TorchX's `torchx.schedulers` entry
 point (pyproject.toml; `pip install 'kctl-train[torchx]'`). `--dryrun` prints the exact
-PyTorchJob; schedule() applies it with the Kubernetes backend (server-side apply)."""
+PyTorchJob; schedule() applies it through the Client (preflight, webhook check,
+server-side apply)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
@@ -14,6 +15,9 @@ from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 from ..render import render, to_yaml
 from ..spec import load_job_text
 from .torchx_appdef import RoleSpec, job_document
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 STATES = {
     "Created": AppState.SUBMITTED,
@@ -44,9 +48,29 @@ def role_spec(role: Any) -> RoleSpec:
     )
 
 
+def app_id(namespace: str, name: str, cfg: Mapping[str, Any]) -> str:
+    """`namespace:name`, then the context and kubeconfig it was scheduled with (when
+    given), so that status, logs and cancel in another process reach the same cluster."""
+    context, kubeconfig = cfg.get("context") or "", cfg.get("kubeconfig") or ""
+    parts = [namespace, name] + (
+        [context, kubeconfig] if kubeconfig else [context] if context else []
+    )
+    return ":".join(parts)
+
+
+def parse_app_id(value: str) -> tuple[str, str, dict[str, str | None]]:
+    """(namespace, name, the context and kubeconfig) of an app id."""
+    namespace, name, context, kubeconfig = [*value.split(":", 3), "", ""][:4]
+    return namespace, name, {"context": context or None, "kubeconfig": kubeconfig or None}
+
+
 class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):
-    def __init__(self, session_name: str) -> None:
+    """Schedules through the kctl-train Client: the same preflight, webhook check and
+    server-side apply as `kctl-train apply`, on the cluster of `kubeconfig`/`context`."""
+
+    def __init__(self, session_name: str, **defaults: Any) -> None:
         super().__init__("kctl_train", session_name)
+        self.defaults = {k: defaults.get(k) for k in ("kubeconfig", "context")}
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -65,53 +89,43 @@ class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):
         doc = job_document(app.name, [role_spec(r) for r in app.roles], cfg)
         # Through the loader: the same validation and errors as a job.yaml.
         loaded = load_job_text(yaml.safe_dump(doc), f"<torchx app {app.name}>")
-        return AppDryRunInfo({"manifest": render(loaded.job), "cfg": dict(cfg)}, _fmt)
+        request = {"manifest": render(loaded.job), "job": loaded.job, "cfg": dict(cfg)}
+        return AppDryRunInfo(request, _fmt)
+
+    def _client(self, cfg: Mapping[str, Any]) -> Client:
+        from ..client import Client
+
+        where = {k: cfg.get(k) or self.defaults.get(k) for k in ("kubeconfig", "context")}
+        return Client("kubernetes", kubeconfig=where["kubeconfig"], context=where["context"])
 
     def schedule(self, dryrun_info: AppDryRunInfo) -> str:
         request = dryrun_info.request
-        manifest = request["manifest"]
-        self._backend(request["cfg"]).apply(manifest)
-        return f"{manifest['metadata']['namespace']}:{manifest['metadata']['name']}"
-
-    def _backend(self, cfg: dict[str, Any]) -> Any:
-        from ..cluster.kubernetes_backend import KubernetesBackend, connect
-
-        return KubernetesBackend(connect(cfg.get("kubeconfig"), cfg.get("context")))
+        handle = self._client(request["cfg"]).apply(request["job"])
+        return app_id(handle.namespace, handle.name, request["cfg"])
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        from ..cli.cluster_commands import state
-        from ..cluster.errors import ClusterError
-
-        namespace, _, name = app_id.partition(":")
-        try:
-            obj = self._backend({}).get(namespace, name)
-        except ClusterError as exc:
-            if exc.code == 404:
-                return None
-            raise
-        conditions = obj.get("status", {}).get("conditions") or [{}]
+        namespace, name, where = parse_app_id(app_id)
+        view = self._client(where).backend.get(namespace, name)
+        if view is None:
+            return None
         return DescribeAppResponse(
-            app_id=app_id,
-            state=STATES.get(state(obj), AppState.UNKNOWN),
-            msg=conditions[-1].get("message", ""),
+            app_id=app_id, state=STATES.get(view.state, AppState.UNKNOWN), msg=view.message
         )
 
     def list(self) -> list[ListAppResponse]:
-        from ..cli.cluster_commands import state
-
-        jobs = self._backend({}).list_jobs(None)
         return [
             ListAppResponse(
-                app_id=f"{j['metadata']['namespace']}:{j['metadata']['name']}",
-                state=STATES.get(state(j), AppState.UNKNOWN),
+                app_id=app_id(v.namespace, v.name, self.defaults),
+                state=STATES.get(v.state, AppState.UNKNOWN),
             )
-            for j in jobs
-            if j["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "kctl-train"
+            for v in self._client({}).list()
+            if v.raw.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/managed-by")
+            == "kctl-train"
         ]
 
     def _cancel_existing(self, app_id: str) -> None:
-        namespace, _, name = app_id.partition(":")
-        self._backend({}).delete(namespace, name)
+        namespace, name, where = parse_app_id(app_id)
+        self._client(where).backend.delete(namespace, name)
 
     def log_iter(
         self,
@@ -126,13 +140,13 @@ class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> Iterable[str]:
         import re
 
-        namespace, _, name = app_id.partition(":")
-        backend = self._backend({})
-        pods = [p["metadata"]["name"] for p in backend.pods(namespace, name)]
-        if k >= len(pods):
+        namespace, name, where = parse_app_id(app_id)
+        backend = self._client(where).backend
+        view = backend.get(namespace, name)
+        if view is None or k >= len(view.replicas):
             return []
-        lines = backend.log_lines(namespace, pods[k], follow=should_tail)
-        return (line + "\n" for line in lines if regex is None or re.search(regex, line))
+        lines = backend.logs(namespace, name, replica=view.replicas[k].tag, follow=should_tail)
+        return (line.text + "\n" for line in lines if regex is None or re.search(regex, line.text))
 
 
 def _fmt(request: dict[str, Any]) -> str:
@@ -140,5 +154,6 @@ def _fmt(request: dict[str, Any]) -> str:
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KctlTrainScheduler:
-    """TorchX's scheduler factory (the `torchx.schedulers` entry point)."""
-    return KctlTrainScheduler(session_name)
+    """TorchX's scheduler factory (the `torchx.schedulers` entry point); `kubeconfig`
+    and `context` among the scheduler parameters are its defaults."""
+    return KctlTrainScheduler(session_name, **kwargs)

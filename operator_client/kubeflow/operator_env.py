@@ -1,6 +1,6 @@
 """The environment the training-operator (v1.9.4) adds to each replica's containers.
 
-A pure function of the PyTorchJob, replica type and index (OPERATOR_CONTRACT.md). The
+A pure function of the PyTorchJob, replica type and index (docs/OPERATOR_CONTRACT.md). The
 local backend runs replicas with exactly this environment; the runtime's rank discovery
 is tested against it. `address` maps a Service hostname to what a local run can reach
 (identity on a cluster), `port` replaces the container port (free ports on one machine).

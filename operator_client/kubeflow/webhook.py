@@ -1,6 +1,6 @@
 """The training-operator's validating webhook for PyTorchJobs, as plain rules.
 
-Read from pkg/webhooks/pytorch/ at v1.9.4 (see OPERATOR_CONTRACT.md). Used to check
+Read from pkg/webhooks/pytorch/ at v1.9.4 (docs/OPERATOR_CONTRACT.md). Used to check
 every rendered manifest before it leaves the client, and by the local backend, which
 must refuse what the cluster would refuse.
 """

@@ -1,6 +1,27 @@
-"""Pure rendering of a TrainingJob into the PyTorchJob manifest, and its text forms."""
+"""Pure rendering of a TrainingJob into the PyTorchJob manifest, and its text forms.
+
+`render` and `spec_hash` are imported on first use (they load the spec model); the text
+forms are cheap.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from .output import to_json, to_yaml, to_yaml_stream
-from .pytorchjob import render, spec_hash
+
+if TYPE_CHECKING:
+    from ..spec.document import spec_hash
+    from .pytorchjob import render
 
 __all__ = ["render", "spec_hash", "to_json", "to_yaml", "to_yaml_stream"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "render":
+        from .pytorchjob import render
+
+        return render
+    if name == "spec_hash":
+        from ..spec.document import spec_hash
+
+        return spec_hash
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

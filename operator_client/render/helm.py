@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..spec.document import spec_document
 from ..spec.model import TrainingJob
 from ..spec.schema import job_schema
+from ..version import __version__
 from .output import to_yaml
-from .pytorchjob import spec_document
 
 # The trainer image of this release: the chart's default, like appVersion.
 DEFAULT_IMAGE = f"ghcr.io/kctl-train/trainer:{__version__}"

@@ -2,45 +2,33 @@
 
 Everything the runtime needs travels inside the one object (the full spec as JSON in the
 trainer container's environment), so `kubectl apply -f` and GitOps tools manage exactly
-one resource. OPERATOR_CONTRACT.md explains the Master/Worker and elastic choices.
+one resource. docs/OPERATOR_CONTRACT.md explains the Master/Worker and elastic choices.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
+from ..contract import (
+    ENDPOINT_ANNOTATION,
+    POD_IP_ENV,
+    RDZV_CONF,
+    REGION_ANNOTATION,
+    RUN_ROOT_ANNOTATION,
+    RUNTIME_COMMAND,
+    SPEC_ENV,
+    SPEC_HASH_ANNOTATION,
+)
 from ..kubeflow import pytorchjob as pj
+from ..spec.document import canonical_json, nproc_per_node, spec_document, spec_hash
 from ..spec.model import TrainingJob
 from ..storage.open import run_root
 from .network import network_additions
-from .output import canonical_json
 from .placement import node_selector, tolerations
 from .security import container_security_context, pod_security_context
 from .waivers import skip_annotations
 
-RUNTIME_COMMAND = ["kctl-train-runtime"]
-SPEC_ENV = "KCTL_TRAIN_SPEC"
-POD_IP_ENV = "KCTL_TRAIN_POD_IP"
-SPEC_HASH_ANNOTATION = "kctl-train.io/spec-hash"
-# Where the run's objects are, so `kctl-train collect NAME` needs only the job's name.
-RUN_ROOT_ANNOTATION = "kctl-train.io/run-root"
-ENDPOINT_ANNOTATION = "kctl-train.io/storage-endpoint"
-REGION_ANNOTATION = "kctl-train.io/storage-region"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-# Faster loss detection in the c10d rendezvous than the 5 s x 3 default (PITFALLS.md).
-RDZV_CONF = {"join_timeout": "600", "keep_alive_interval": "1", "keep_alive_max_attempt": "3"}
-
-
-def spec_document(job: TrainingJob) -> dict[str, Any]:
-    """The job with every default filled in, as JSON-compatible data (unset optional
-    fields left out, as Helm leaves out null values)."""
-    return job.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def spec_hash(job: TrainingJob) -> str:
-    """sha256 of the canonical spec JSON; changes exactly when the job changes."""
-    return hashlib.sha256(canonical_json(spec_document(job)).encode()).hexdigest()
 
 
 def job_labels(job: TrainingJob) -> dict[str, str]:
@@ -54,36 +42,6 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
         }
     )
     return labels
-
-
-class NotRenderedError(ValueError):
-    """A PyTorchJob that kctl-train did not render (no spec in its container env)."""
-
-
-def job_of(manifest: dict[str, Any]) -> TrainingJob:
-    """The TrainingJob a rendered PyTorchJob carries in its trainer container."""
-    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
-        for container in replica["template"]["spec"]["containers"]:
-            for item in container.get("env", []):
-                if item.get("name") == SPEC_ENV and "value" in item:
-                    return TrainingJob.model_validate_json(item["value"])
-    raise NotRenderedError(
-        f"pytorchjob/{manifest['metadata']['name']} was not rendered by kctl-train "
-        f"(no {SPEC_ENV} in its containers)"
-    )
-
-
-def nproc_per_node(job: TrainingJob) -> str:
-    """`spec.nprocPerNode`: an explicit count unless the user asked torchrun to detect GPUs.
-
-    torchrun's own "auto" starts one process per CPU core on GPU-less pods.
-    """
-    nproc = job.spec.processes_per_node
-    if nproc == "detect":
-        return "auto"
-    if nproc == "auto":
-        return str(job.spec.resources.gpus or 1)
-    return str(nproc)
 
 
 def render(job: TrainingJob) -> dict[str, Any]:
@@ -233,7 +191,7 @@ def _env(job: TrainingJob, network_env: dict[str, str]) -> list[dict[str, Any]]:
         {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     values = {
-        # Reliable in-place restarts of gloo/NCCL workers in torch >= 2.4 (PITFALLS.md).
+        # Reliable in-place restarts of gloo/NCCL workers in torch >= 2.4 (docs/RUNTIME_NOTES.md).
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         # The root filesystem is read-only; /tmp is an emptyDir.
         "HOME": "/tmp",

@@ -1,5 +1,5 @@
-"""The Lightning callback through which the runtime checkpoints, commits outputs and
-reports progress."""
+"""The Lightning callbacks of the runtime, one job each: checkpoints (and the stop on
+SIGTERM they end with), per-rank outputs, progress lines. They share one RunAttempt."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import lightning as L
 import torch
 import torch.distributed as dist
 
+from ..contract import Progress, checkpoint_name
+from ..runstore import checkpoints, runinfo
+from ..runstore.metrics import KEY as METRICS_KEY
+from ..runstore.metrics import merge as merge_metrics
+from ..runstore.outputs import RankOutputs, commit_epoch
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore
-from . import checkpoints, runinfo
 from .context import World
-from .metrics import KEY as METRICS_KEY
-from .metrics import merge as merge_metrics
-from .outputs import RankOutputs, commit_epoch
+from .publisher import BackgroundPublisher
 
 log = logging.getLogger("kctl_train.runtime")
 
@@ -37,37 +40,53 @@ class Preempted(Exception):
     """Raised on every rank, at the same batch, after the emergency checkpoint."""
 
 
-class RuntimeCallback(L.Callback):
-    def __init__(
-        self,
-        job: TrainingJob,
-        world: World,
-        store: ObjectStore,
-        scratch: Path,
-        outputs: RankOutputs,
-        attempt: int,
-        resumed_step: int,
-        control: Any,
-        history: Path | None = None,
-        verified: checkpoints.Verified | None = None,
-    ) -> None:
-        self.job, self.world, self.store, self.scratch = job, world, store, scratch
-        self.outputs, self.attempt, self.control = outputs, attempt, control
-        every = job.spec.checkpoint.every
-        self.every_steps, self.every_seconds = every.steps, every.seconds
-        self.last_saved_step = resumed_step
-        self.last_save_time = time.monotonic()
-        self.started, self.first_step = time.monotonic(), resumed_step
-        # The metrics log of earlier attempts (rank 0), continued by this one.
-        self.history = history
-        self.verified = verified or checkpoints.Verified(store, scratch)
-        self.publisher = checkpoints.BackgroundPublisher(self._publish) if world.rank == 0 else None
+@dataclass(frozen=True)
+class RunAttempt:
+    """This worker's attempt of the run: where it writes, and the collectives (on the
+    gloo control group) its callbacks agree through."""
+
+    store: ObjectStore
+    attempt: int
+    world: World
+    control: Any
 
     def fence(self) -> None:
         """Raise runinfo.Superseded once a newer attempt of the run exists."""
         runinfo.fence(self.store, self.attempt)
 
-    # checkpoints
+    def gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world.world_size
+        dist.all_gather_object(out, obj, group=self.control)
+        return out
+
+    def barrier(self) -> None:
+        dist.barrier(group=self.control)
+
+
+class CheckpointCallback(L.Callback):
+    """Saves every checkpoint.every (steps or wall time), publishes in the background
+    (rank 0), and on SIGTERM commits an emergency checkpoint, then stops every rank."""
+
+    def __init__(
+        self,
+        job: TrainingJob,
+        run: RunAttempt,
+        scratch: Path,
+        resumed_step: int,
+        history: Path | None = None,
+        verified: checkpoints.Verified | None = None,
+    ) -> None:
+        self.job, self.run, self.scratch = job, run, scratch
+        self.world, self.store = run.world, run.store
+        every = job.spec.checkpoint.every
+        self.every_steps, self.every_seconds = every.steps, every.seconds
+        self.last_saved_step = resumed_step
+        self.last_save_time = time.monotonic()
+        self.first_step = resumed_step
+        # The metrics log of earlier attempts (rank 0), continued by this one.
+        self.history = history
+        self.verified = verified or checkpoints.Verified(run.store, scratch)
+        self.publisher = BackgroundPublisher(self._publish) if run.world.rank == 0 else None
 
     def _publish(self, files: dict[str, Path], step: int, epoch: int) -> checkpoints.Manifest:
         metrics = files.pop("metrics.csv", None)
@@ -76,10 +95,10 @@ class RuntimeCallback(L.Callback):
             files,
             step=step,
             epoch=epoch,
-            attempt=self.attempt,
+            attempt=self.run.attempt,
             world_size=self.world.world_size,
             keep=self.job.spec.checkpoint.keep,
-            fence=self.fence,
+            fence=self.run.fence,
             verified=self.verified,
         )
         if metrics is not None:
@@ -90,7 +109,7 @@ class RuntimeCallback(L.Callback):
 
     def _stage(self, trainer: L.Trainer, save: Callable[[Path], None]) -> dict[str, Path]:
         step = trainer.global_step
-        directory = self.scratch / "checkpoints" / f"step-{step:012d}"
+        directory = self.scratch / "checkpoints" / checkpoint_name(step)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / checkpoints.MODEL_FILE
         save(path)
@@ -134,7 +153,7 @@ class RuntimeCallback(L.Callback):
             and time.monotonic() - self.last_save_time >= self.every_seconds
         )
         flags = torch.tensor([float(PREEMPTED.is_set()), float(by_time)])
-        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.run.control)
         return bool(flags[0]), by_steps or bool(flags[1])
 
     def on_train_batch_end(
@@ -150,7 +169,6 @@ class RuntimeCallback(L.Callback):
         stop, due = self._agree(trainer, batch_idx)
         if (due or stop) and trainer.global_step != self.last_saved_step:
             self.save(trainer)
-        self._progress(trainer, outputs)
         if stop:
             log.warning("SIGTERM: emergency checkpoint at step %d", trainer.global_step)
             if self.publisher is not None:
@@ -175,30 +193,27 @@ class RuntimeCallback(L.Callback):
                     f"the final checkpoint was not committed: {self.publisher.error}"
                 )
 
-    # per-rank outputs
+
+class OutputsCallback(L.Callback):
+    """Commits the ranks' per-sample outputs at the end of every epoch (collective)."""
+
+    def __init__(self, run: RunAttempt, outputs: RankOutputs) -> None:
+        self.run, self.outputs = run, outputs
 
     def _commit(self, trainer: L.Trainer) -> None:
         if trainer.sanity_checking:
             return
         commit_epoch(
-            self.store,
+            self.run.store,
             self.outputs,
             trainer.current_epoch,
-            rank=self.world.rank,
-            world_size=self.world.world_size,
-            attempt=self.attempt,
-            gather=self._gather,
-            barrier=self._barrier,
-            fence=self.fence,
+            rank=self.run.world.rank,
+            world_size=self.run.world.world_size,
+            attempt=self.run.attempt,
+            gather=self.run.gather,
+            barrier=self.run.barrier,
+            fence=self.run.fence,
         )
-
-    def _gather(self, obj: Any) -> list[Any]:
-        out: list[Any] = [None] * self.world.world_size
-        dist.all_gather_object(out, obj, group=self.control)
-        return out
-
-    def _barrier(self) -> None:
-        dist.barrier(group=self.control)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._commit(trainer)
@@ -209,22 +224,34 @@ class RuntimeCallback(L.Callback):
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._commit(trainer)
 
-    # progress lines readable in `kubectl logs`
 
-    def _progress(self, trainer: L.Trainer, outputs: Any) -> None:
+class ProgressCallback(L.Callback):
+    """Rank 0 logs a progress line (contract.Progress) every log_every_n_steps steps:
+    readable in `kubectl logs`, parsed by clients from any backend's log stream."""
+
+    def __init__(self, world: World, resumed_step: int) -> None:
+        self.world, self.first_step = world, resumed_step
+        self.started = time.monotonic()
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
         step = trainer.global_step
         every = max(1, trainer.log_every_n_steps)
         if self.world.rank != 0 or step % every:
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        total = trainer.max_steps if trainer.max_steps > 0 else "?"
         rate = (step - self.first_step) / max(time.monotonic() - self.started, 1e-9)
-        loss_text = f" loss {float(loss):.4g}" if loss is not None else ""
-        log.info(
-            "epoch %d step %d/%s%s (%.1f steps/s)",
-            trainer.current_epoch,
-            step,
-            total,
-            loss_text,
-            rate,
+        progress = Progress(
+            epoch=trainer.current_epoch,
+            step=step,
+            total=trainer.max_steps if trainer.max_steps > 0 else None,
+            loss=None if loss is None else round(float(loss), 6),
+            rate=round(rate, 2),
         )
+        log.info("%s", progress.line())

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..render.pytorchjob import SPEC_ENV
+from ..contract import SPEC_ENV
+from ..runstore.location import store_for
 from ..spec.model import TrainingJob
-from ..storage import ObjectStore, open_store, run_root
+from ..storage import ObjectStore
 
 
 class RuntimeConfigError(Exception):
@@ -33,28 +34,14 @@ def job_from_env(env: Mapping[str, str]) -> TrainingJob:
         raise RuntimeConfigError(f"{SPEC_ENV} is not a valid TrainingJob: {exc}") from None
 
 
-def default_store_uri() -> str:
-    """Where a job without spec.storage keeps its objects: a local directory."""
-    return Path(tempfile.gettempdir(), "kctl-train-store").as_uri()
-
-
 # A training run waits out store outages this long before a write fails the worker
 # (and the job's restart policy takes over): GPU time is worth a patient retry.
 STORE_PATIENCE = 180.0
 
 
-def store_for(job: TrainingJob, concurrency: int = 8) -> ObjectStore:
-    """The store rooted at this job's run root."""
-    storage = job.spec.storage
-    uri = storage.uri if storage else default_store_uri()
-    root = run_root(uri, job.metadata.namespace, job.metadata.name)
-    return open_store(
-        root,
-        endpoint=storage.endpoint if storage else None,
-        region=storage.region if storage else None,
-        concurrency=concurrency,
-        patience=STORE_PATIENCE,
-    )
+def run_store(job: TrainingJob) -> ObjectStore:
+    """The run's store as a worker uses it: patient with outages."""
+    return store_for(job, patience=STORE_PATIENCE)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..render.pytorchjob import nproc_per_node
+from ..contract import EXIT_PREEMPTED
+from ..spec.document import nproc_per_node
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover
 
@@ -59,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .worker import main as worker_main
 
         return worker_main()
-    # In-place restarts are unreliable when workers share the rendezvous store (PITFALLS.md).
+    # In-place restarts are unreliable when workers share the rendezvous store
+    # (docs/RUNTIME_NOTES.md).
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))
@@ -79,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "workers failed: %s",
             ", ".join(f"rank {r}: exit {f.exitcode}" for r, f in sorted(exc.failures.items())),
         )
-        return 143 if 143 in codes else 1
+        return EXIT_PREEMPTED if EXIT_PREEMPTED in codes else 1
     return 0
 
 

@@ -1,14 +1,16 @@
 """Rank environment discovery: environment mapping (+ local GPU count) -> launch plan.
 
 Pure. Each environment the runtime can find itself in is one small case below, tried in
-order, in the manner of Lightning's cluster environments. OPERATOR_CONTRACT.md and
-PITFALLS.md list the variables.
+order, in the manner of Lightning's cluster environments. docs/OPERATOR_CONTRACT.md and
+docs/RUNTIME_NOTES.md list the variables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from ..contract import POD_IP_ENV, RDZV_CONF
 
 DEFAULT_PORT = 29500
 
@@ -101,10 +103,6 @@ def _conf(text: str | None) -> dict[str, str]:
     return conf
 
 
-# Faster loss detection than the defaults (PITFALLS.md); the manifest's conf wins.
-KEEP_ALIVE = {"join_timeout": "600", "keep_alive_interval": "1", "keep_alive_max_attempt": "3"}
-
-
 def _torchrun_worker(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
     if "TORCHELASTIC_RUN_ID" not in env or "LOCAL_RANK" not in env:
         return None
@@ -133,9 +131,9 @@ def _elastic(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
         rdzv_backend=env.get("PET_RDZV_BACKEND", "c10d"),
         rdzv_endpoint=endpoint,
         rdzv_id=env.get("PET_RDZV_ID") or d.job_id,
-        rdzv_conf={**KEEP_ALIVE, **_conf(env.get("PET_RDZV_CONF"))},
+        rdzv_conf={**RDZV_CONF, **_conf(env.get("PET_RDZV_CONF"))},
         max_restarts=_int(env, "PET_MAX_RESTARTS") if "PET_MAX_RESTARTS" in env else d.max_restarts,
-        local_addr=env.get("KCTL_TRAIN_POD_IP") or None,
+        local_addr=env.get(POD_IP_ENV) or None,
     )
 
 
@@ -150,7 +148,7 @@ def _pytorchjob_master(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan |
         raise RankEnvError(f"RANK={rank} is not below WORLD_SIZE={world} and PET_NNODES={nnodes}")
     # c10d at the Master's address: the Master's agent hosts the store, every node may
     # restart in place (the static backend cannot re-rendezvous).
-    conf = {**KEEP_ALIVE, "is_host": "true" if rank == 0 else "false"}
+    conf = {**RDZV_CONF, "is_host": "true" if rank == 0 else "false"}
     return LaunchPlan(
         source="PyTorchJob (Master/Worker)",
         nnodes=str(nnodes),
@@ -160,7 +158,7 @@ def _pytorchjob_master(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan |
         rdzv_conf=conf,
         max_restarts=d.max_restarts,
         node_rank=rank,
-        local_addr=env.get("KCTL_TRAIN_POD_IP") or None,
+        local_addr=env.get(POD_IP_ENV) or None,
     )
 
 
@@ -199,7 +197,7 @@ def _slurm(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
         nproc_per_node=nproc_per_node(env.get("PET_NPROC_PER_NODE", d.nproc), gpus),
         rdzv_endpoint=f"{host}:{port}",
         rdzv_id=f"slurm-{env['SLURM_JOB_ID']}",
-        rdzv_conf=dict(KEEP_ALIVE),
+        rdzv_conf=dict(RDZV_CONF),
         max_restarts=d.max_restarts,
         node_rank=node,
     )

@@ -1,4 +1,5 @@
-"""One torchrun worker: agree on the attempt and the resume point, fit, publish, aggregate.
+"""One torchrun worker: agree on the attempt and the resume point, fetch it,
+build the trainer, fit, finalize (aggregate, summarize, _SUCCESS).
 
 Started by the agent that `kctl-train-runtime` launches (`python -m
 operator_client.runtime.worker`), once per process on every node.
@@ -9,8 +10,10 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import platform
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +23,18 @@ from ..contract import (
     EXIT_SUPERSEDED,
     TERMINATION_LOG,
     TERMINATION_LOG_ENV,
+    checkpoint_name,
 )
-from ..render.pytorchjob import spec_document, spec_hash
+from ..runstore import checkpoints, metrics, monitor, runinfo
+from ..runstore.aggregate import aggregate_all
+from ..runstore.outputs import RankOutputs
+from ..spec.document import spec_document, spec_hash
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError, open_store
-from . import checkpoints, metrics, monitor, runinfo
-from .aggregate import aggregate_all
-from .context import RuntimeConfigError, World, job_from_env, scratch_dir, store_for
-from .outputs import RankOutputs, activate
+from ..version import __version__
+from .context import RuntimeConfigError, World, job_from_env, run_store, scratch_dir
+from .gpu_monitor import GpuMonitor, nvml_sampler
+from .outputs import activate
 
 log = logging.getLogger("kctl_train.runtime")
 
@@ -48,61 +55,78 @@ def import_object(path: str, field: str) -> Any:
         raise RuntimeConfigError(f"{field}: {module_name!r} has no {attr!r}") from None
 
 
-def _resume_source(job: TrainingJob, store: ObjectStore) -> tuple[ObjectStore, str] | None:
-    """Where the checkpoint to resume from lives: the run's own store (auto), the store
-    of an explicit checkpoint URI, or nowhere (never). With the checkpoint's directory key
-    in it (None: chosen among the run's committed checkpoints)."""
-    resume = job.spec.checkpoint.resume
-    if resume == "never":
-        return None
-    if resume == "auto":
-        return store, ""
-    storage = job.spec.storage
-    return open_store(
-        resume.rstrip("/") + "/",
-        endpoint=storage.endpoint if storage else None,
-        region=storage.region if storage else None,
-    ), resume
+@dataclass(frozen=True)
+class ResumeSource:
+    """Where the checkpoint to resume from lives: the run's own store (auto: the newest
+    committed one that verifies), or the store of an explicit checkpoint URI."""
 
+    store: ObjectStore
+    explicit: bool  # the store is rooted at the checkpoint's own directory
 
-def _choose_checkpoint(
-    job: TrainingJob, store: ObjectStore, dest: Path, verified: checkpoints.Verified
-) -> checkpoints.Manifest | None:
-    """Rank 0: the checkpoint every rank resumes from, or None for a fresh start."""
-    source = _resume_source(job, store)
-    if source is None:
-        return None
-    if not source[1]:
-        found = checkpoints.newest_verified(store, dest, verified)
+    @classmethod
+    def of(cls, job: TrainingJob, store: ObjectStore) -> ResumeSource | None:
+        resume = job.spec.checkpoint.resume
+        if resume == "never":
+            return None
+        if resume == "auto":
+            return cls(store, explicit=False)
+        storage = job.spec.storage
+        source = open_store(
+            resume.rstrip("/") + "/",
+            endpoint=storage.endpoint if storage else None,
+            region=storage.region if storage else None,
+        )
+        return cls(source, explicit=True)
+
+    def choose(self, dest: Path, verified: checkpoints.Verified) -> checkpoints.Manifest | None:
+        """Rank 0: the checkpoint every rank resumes from, or None for a fresh start."""
+        if self.explicit:
+            return checkpoints.Manifest.from_json(self.store.get_bytes(checkpoints.MANIFEST))
+        found = checkpoints.newest_verified(self.store, dest, verified)
         return found[0] if found else None
-    return checkpoints.Manifest.from_json(source[0].get_bytes(checkpoints.MANIFEST))
+
+    def fetch(self, manifest: checkpoints.Manifest, dest: Path) -> Path | None:
+        """The checkpoint's files, verified, under dest (None: they do not verify)."""
+        return checkpoints.fetch(self.store, manifest, dest, "" if self.explicit else None)
 
 
-def run(job: TrainingJob, world: World) -> int:
-    """The whole life of one worker; returns its exit code."""
-    import lightning as L
+@dataclass(frozen=True)
+class StartPoint:
+    """What every rank agreed on before training: the attempt, the checkpoint."""
+
+    attempt: int
+    manifest: checkpoints.Manifest | None
+
+    @property
+    def step(self) -> int:
+        return self.manifest.step if self.manifest else 0
+
+
+def versions() -> dict[str, str]:
+    """Versions that decide whether a run can be reproduced."""
+    import lightning
     import torch
+
+    return {
+        "kctl-train": __version__,
+        "torch": torch.__version__,
+        "lightning": lightning.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def agree_start(
+    job: TrainingJob,
+    world: World,
+    store: ObjectStore,
+    source: ResumeSource | None,
+    scratch: Path,
+    verified: checkpoints.Verified,
+    control: Any,
+) -> StartPoint:
+    """Rank 0 claims the attempt, writes run.json and chooses the checkpoint; every rank
+    receives the same answer (a broadcast on the control group)."""
     import torch.distributed as dist
-    from lightning.pytorch.loggers import CSVLogger
-    from lightning.pytorch.strategies import DDPStrategy
-
-    from .callbacks import PREEMPTED, Preempted, RuntimeCallback
-
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        # Lightning's own handlers would print every line twice, without the rank prefix.
-        logging.getLogger(name).handlers.clear()
-
-    gpu = torch.cuda.is_available()
-    backend = "nccl" if gpu else "gloo"
-    if gpu:
-        torch.cuda.set_device(world.local_rank)
-    dist.init_process_group(backend)
-    # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike.
-    control = dist.new_group(backend="gloo")
-    store = store_for(job)
-    scratch = scratch_dir(job, world)
-    resume_dir = scratch / "resume"
-    verified = checkpoints.Verified(store, scratch)
 
     choice: list[Any] = [None, None]
     if world.rank == 0:
@@ -119,69 +143,59 @@ def run(job: TrainingJob, world: World) -> int:
                 "processesPerNode": world.local_world_size,
             },
             attempt,
+            versions(),
         )
-        chosen = _choose_checkpoint(job, store, resume_dir, verified)
+        chosen = source.choose(scratch, verified) if source else None
         choice = [attempt, chosen.to_json().decode() if chosen else None]
     dist.broadcast_object_list(choice, src=0, group=control)
     attempt, manifest_json = choice
-    ckpt_path = None
-    resumed_step = 0
-    if manifest_json is not None:
-        manifest = checkpoints.Manifest.from_json(manifest_json.encode())
-        source = _resume_source(job, store)
-        assert source is not None
-        # An explicit URI is the checkpoint's own directory; auto reads from the run root.
-        ckpt_path = checkpoints.fetch(
-            source[0],
-            manifest,
-            resume_dir / f"step-{manifest.step:012d}",
-            "" if source[1] else None,
-        )
-        if ckpt_path is None:
-            raise RuntimeConfigError(
-                f"checkpoint {manifest.key} failed verification on rank {world.rank}"
-            )
-        resumed_step = manifest.step
+    manifest = checkpoints.Manifest.from_json(manifest_json.encode()) if manifest_json else None
+    return StartPoint(attempt, manifest)
+
+
+def fetch_resume(
+    start: StartPoint, source: ResumeSource | None, world: World, scratch: Path
+) -> Path | None:
+    """This rank's copy of the agreed checkpoint (None: a fresh start)."""
+    if start.manifest is None or source is None:
         if world.rank == 0:
-            log.info(
-                "attempt %d: resuming from %s (step %d, saved by a world of %d)",
-                attempt,
-                manifest.key,
-                manifest.step,
-                manifest.world_size,
-            )
-    elif world.rank == 0:
-        log.info("attempt %d: no committed checkpoint, starting fresh", attempt)
-    history = None
-    if world.rank == 0 and resumed_step and store.exists(metrics.KEY):
-        history = scratch / "metrics-history.csv"
-        store.get_file(metrics.KEY, history)
+            log.info("attempt %d: no committed checkpoint, starting fresh", start.attempt)
+        return None
+    manifest = start.manifest
+    path = source.fetch(manifest, scratch / checkpoint_name(manifest.step))
+    if path is None:
+        raise RuntimeConfigError(
+            f"checkpoint {manifest.key} failed verification on rank {world.rank}"
+        )
+    if world.rank == 0:
+        log.info(
+            "attempt %d: resuming from %s (step %d, saved by a world of %d)",
+            start.attempt,
+            manifest.key,
+            manifest.step,
+            manifest.world_size,
+        )
+    return path
+
+
+def build_trainer(
+    job: TrainingJob, world: World, scratch: Path, callbacks: list[Any], backend: str
+) -> Any:
+    """The Lightning Trainer: DDP over the torchrun world, our callbacks, the user's
+    trainer arguments; Lightning's own checkpointing and SIGTERM handling off."""
+    import lightning as L
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.strategies import DDPStrategy
 
     train = job.spec.train
     assert train is not None  # command jobs never start this worker
-    L.seed_everything(train.seed, workers=True, verbose=False)
-    model = import_object(train.model, "spec.train.model")(**train.model_args)
-    data = import_object(train.data, "spec.train.data")(**train.data_args) if train.data else None
-
-    outputs = RankOutputs(scratch / "outputs", world.rank)
-    activate(outputs)
-    callback = RuntimeCallback(
-        job, world, store, scratch, outputs, attempt, resumed_step, control, history, verified
-    )
-    gpu_monitor = None
-    if world.local_rank == 0 and job.spec.monitoring.gpu_interval_seconds > 0:
-        sampler = monitor.nvml_sampler()
-        if sampler is not None:
-            gpu_monitor = monitor.GpuMonitor(
-                sampler, store, world.node_rank, job.spec.monitoring.gpu_interval_seconds
-            ).start()
     trainer = L.Trainer(
-        accelerator="gpu" if gpu else "cpu",
+        accelerator="gpu" if backend == "nccl" else "cpu",
         devices=world.local_world_size,
         num_nodes=world.num_nodes,
         strategy=DDPStrategy(process_group_backend=backend),
         logger=CSVLogger(scratch, name="metrics", version="csv"),
-        callbacks=[callback],
+        callbacks=callbacks,
         enable_checkpointing=False,
         enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
@@ -192,7 +206,94 @@ def run(job: TrainingJob, world: World) -> int:
     # gloo when ranks are signalled mid-collective; ours only sets a flag that the ranks
     # agree on at a batch boundary (callbacks.AGREE_EVERY).
     trainer._signal_connector.register_signal_handlers = lambda: None
+    return trainer
+
+
+def start_gpu_monitor(job: TrainingJob, world: World, store: ObjectStore) -> GpuMonitor | None:
+    """One sampler per node (local rank 0), when monitoring is on and NVML answers."""
+    interval = job.spec.monitoring.gpu_interval_seconds
+    if world.local_rank != 0 or interval <= 0:
+        return None
+    sampler = nvml_sampler()
+    return GpuMonitor(sampler, store, world.node_rank, interval).start() if sampler else None
+
+
+def finalize(
+    trainer: Any, store: ObjectStore, scratch: Path, attempt: int, metrics_log: Path | None
+) -> None:
+    """Rank 0, after every rank finished: aggregate the outputs, summarize the GPUs,
+    upload the metrics, then _SUCCESS (each commit fenced against a newer attempt)."""
+    runinfo.fence(store, attempt)
+    rows = aggregate_all(store, scratch / "aggregate")
+    gpus = monitor.write_summary(store)
+    if metrics_log is not None:
+        store.put_file(metrics.KEY, metrics_log)
+    runinfo.fence(store, attempt)
+    runinfo.write_success(
+        store,
+        {
+            "step": trainer.global_step,
+            "epoch": trainer.current_epoch,
+            "attempt": attempt,
+            "outputRows": rows,
+            "gpusMonitored": gpus,
+            "checkpoint": checkpoints.checkpoint_key(trainer.global_step),
+        },
+    )
+    log.info("finished at step %d; outputs %s", trainer.global_step, rows)
+
+
+def run(job: TrainingJob, world: World) -> int:
+    """The whole life of one worker; returns its exit code."""
+    import lightning as L
+    import torch
+    import torch.distributed as dist
+
+    from .callbacks import (
+        PREEMPTED,
+        CheckpointCallback,
+        OutputsCallback,
+        Preempted,
+        ProgressCallback,
+        RunAttempt,
+    )
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        # Lightning's own handlers would print every line twice, without the rank prefix.
+        logging.getLogger(name).handlers.clear()
+
+    gpu = torch.cuda.is_available()
+    backend = "nccl" if gpu else "gloo"
+    if gpu:
+        torch.cuda.set_device(world.local_rank)
+    dist.init_process_group(backend)
+    # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike.
+    control = dist.new_group(backend="gloo")
+    store = run_store(job)
+    scratch = scratch_dir(job, world)
+    verified = checkpoints.Verified(store, scratch)
+    source = ResumeSource.of(job, store)
+    start = agree_start(job, world, store, source, scratch / "resume", verified, control)
+    ckpt_path = fetch_resume(start, source, world, scratch / "resume")
+    history = None
+    if world.rank == 0 and start.step and store.exists(metrics.KEY):
+        history = scratch / "metrics-history.csv"
+        store.get_file(metrics.KEY, history)
+
+    train = job.spec.train
+    assert train is not None  # command jobs never start this worker
+    L.seed_everything(train.seed, workers=True, verbose=False)
+    model = import_object(train.model, "spec.train.model")(**train.model_args)
+    data = import_object(train.data, "spec.train.data")(**train.data_args) if train.data else None
+
+    attempt = RunAttempt(store, start.attempt, world, control)
+    outputs = RankOutputs(scratch / "outputs", world.rank)
+    activate(outputs)
+    saver = CheckpointCallback(job, attempt, scratch, start.step, history, verified)
+    callbacks = [ProgressCallback(world, start.step), saver, OutputsCallback(attempt, outputs)]
+    trainer = build_trainer(job, world, scratch, callbacks, backend)
     signal.signal(signal.SIGTERM, lambda signum, frame: PREEMPTED.set())
+    gpu_monitor = start_gpu_monitor(job, world, store)
     try:
         trainer.fit(
             model,
@@ -206,28 +307,10 @@ def run(job: TrainingJob, world: World) -> int:
     finally:
         if gpu_monitor is not None:
             gpu_monitor.stop()
-    callback.finish(trainer)
+    saver.finish(trainer)
     dist.barrier(group=control)
     if world.rank == 0:
-        runinfo.fence(store, attempt)
-        rows = aggregate_all(store, scratch / "aggregate")
-        gpus = monitor.write_summary(store)
-        metrics_log = callback.metrics_file(trainer)
-        if metrics_log is not None:
-            store.put_file(metrics.KEY, metrics_log)
-        runinfo.fence(store, attempt)
-        runinfo.write_success(
-            store,
-            {
-                "step": trainer.global_step,
-                "epoch": trainer.current_epoch,
-                "attempt": attempt,
-                "outputRows": rows,
-                "gpusMonitored": gpus,
-                "checkpoint": checkpoints.checkpoint_key(trainer.global_step),
-            },
-        )
-        log.info("finished at step %d; outputs %s", trainer.global_step, rows)
+        finalize(trainer, store, scratch, start.attempt, saver.metrics_file(trainer))
     dist.barrier(group=control)
     dist.destroy_process_group()
     return 0

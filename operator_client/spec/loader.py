@@ -20,7 +20,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..errors import EXIT_BAD_INPUT, KctlTrainError
 from .checks import Finding, Loc, problems, warnings
+from .issues import SpecIssue
 from .model import TrainingJob, control_character
 
 # Guards against alias bombs ("billion laughs") and huge inputs: far above any real
@@ -33,24 +35,9 @@ MAX_EXPANDED_CHARS = 4 << 20  # of all scalars after expanding aliases
 _PLAIN_KEY = re.compile(r"[\w./-]+")
 
 
-@dataclass(frozen=True)
-class SpecIssue:
-    """One problem in a job file, with the position and field path it refers to."""
+class SpecError(KctlTrainError):
+    exit_code = EXIT_BAD_INPUT
 
-    source: str
-    line: int
-    column: int
-    path: str
-    message: str
-    severity: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        where = f"{self.source}:{self.line}:{self.column}" if self.line else self.source
-        field = f"{self.path}: " if self.path else ""
-        return f"{where}: {self.severity}: {field}{self.message}"
-
-
-class SpecError(Exception):
     """A job file could not be loaded; `issues` lists every problem found."""
 
     def __init__(self, issues: list[SpecIssue]) -> None:

@@ -8,11 +8,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import KctlTrainError
+
 # Called with the number of bytes just transferred.
 Progress = Callable[[int], None]
 
 
-class StoreError(Exception):
+class StoreError(KctlTrainError):
     """An object-store operation failed; the message names the store and key."""
 
 

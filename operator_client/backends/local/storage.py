@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from ..spec.model import Storage, TrainingJob
-from ..storage import StoreError, open_store
-from .jobdir import home
+from ...runstore.location import default_store_uri
+from ...spec.model import Storage, TrainingJob
+from ...storage import StoreError, open_store
 
 
 def store_for_local_run(job: TrainingJob, override: str | None) -> tuple[TrainingJob, str | None]:
@@ -13,7 +13,7 @@ def store_for_local_run(job: TrainingJob, override: str | None) -> tuple[Trainin
 
     --storage wins; a file:// store is used as it is; an s3:// store when it answers now;
     otherwise (or with no storage at all) a directory under $KCTL_TRAIN_HOME."""
-    fallback = (home() / "store").resolve().as_uri()
+    fallback = default_store_uri()
     spec = job.spec.storage
     note = None
     if override:

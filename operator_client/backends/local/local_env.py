@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..kubeflow import pytorchjob as pj
-from ..kubeflow.operator_env import operator_env
-from ..kubeflow.pod_env import PodEnvError, resolve_env
-from .lifecycle import Replica
+from ...kubeflow import pytorchjob as pj
+from ...kubeflow.lifecycle import Replica
+from ...kubeflow.operator_env import operator_env
+from ...kubeflow.pod_env import PodEnvError, resolve_env
 
 # Variables of the caller's shell that would confuse a replica's torchrun or runtime:
 # on a cluster the pod starts with none of them.

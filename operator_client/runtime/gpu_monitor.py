@@ -1,42 +1,22 @@
 """GPU resource monitor: samples this node's GPUs through NVML on a background thread.
 
-One CSV per node (`monitor/node-%05d.csv`), uploaded periodically; at the end rank 0
-writes `monitor/summary.csv` with the mean and max of each metric per GPU. On a machine
+One CSV per node (runstore/monitor.py's layout), uploaded periodically. On a machine
 without the NVIDIA driver it logs one line and does nothing else. Sampling is a handful
 of NVML queries per GPU every few seconds, off the training thread.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from ..storage import ObjectStore, join_key
+from ..runstore.monitor import node_key, to_csv
+from ..storage import ObjectStore
 
 log = logging.getLogger("kctl_train.monitor")
-
-PREFIX = "monitor"
-SUMMARY = join_key(PREFIX, "summary.csv")
-FIELDS = [
-    "time",
-    "gpu",
-    "utilization_pct",
-    "memory_used_mib",
-    "memory_total_mib",
-    "power_w",
-    "temperature_c",
-]
-METRICS = FIELDS[2:]
-
-
-def node_key(node_rank: int) -> str:
-    return join_key(PREFIX, f"node-{node_rank:05d}.csv")
-
 
 Sampler = Callable[[], list[dict[str, float]]]
 
@@ -120,40 +100,3 @@ class GpuMonitor:
         self._stop.set()
         self._thread.join()
         self.upload()
-
-
-def to_csv(rows: Iterable[dict[str, Any]], fields: list[str] = FIELDS) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fields)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def summarize(node_csvs: dict[int, str]) -> list[dict[str, Any]]:
-    """Mean and max of each metric per (node, GPU)."""
-    out = []
-    for node, text in sorted(node_csvs.items()):
-        per_gpu: dict[int, list[dict[str, str]]] = {}
-        for row in csv.DictReader(io.StringIO(text)):
-            per_gpu.setdefault(int(row["gpu"]), []).append(row)
-        for gpu, rows in sorted(per_gpu.items()):
-            summary: dict[str, Any] = {"node": node, "gpu": gpu, "samples": len(rows)}
-            for metric in METRICS:
-                values = [float(r[metric]) for r in rows]
-                summary[f"{metric}_mean"] = round(sum(values) / len(values), 3)
-                summary[f"{metric}_max"] = round(max(values), 3)
-            out.append(summary)
-    return out
-
-
-def write_summary(store: ObjectStore) -> int:
-    """Write monitor/summary.csv from every node's samples; returns the GPUs summarized."""
-    nodes = {
-        int(o.key.rsplit("-", 1)[1].removesuffix(".csv")): store.get_bytes(o.key).decode()
-        for o in store.list(PREFIX + "/node-")
-    }
-    rows = summarize(nodes)
-    if rows:
-        store.put_bytes(SUMMARY, to_csv(rows, list(rows[0])).encode())
-    return len(rows)

@@ -1,7 +1,7 @@
 """The local backend's supervisor: one detached process per local job that runs its
 replicas as processes and applies the operator's lifecycle rules (lifecycle.py) to them.
 
-Started by `kctl-train apply --local` as `python -m operator_client.cluster.supervisor
+Started by `kctl-train apply --local` as `python -m operator_client.backends.local.supervisor
 JOB_DIR`; it outlives the command so that `status`, `logs` and `delete` work from any
 terminal. SIGTERM stops the job gracefully (like deleting its pods: SIGTERM to each
 replica, SIGKILL after terminationGracePeriodSeconds); SIGINT kills at once.
@@ -23,10 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..contract import TERMINATION_LOG_ENV
-from ..kubeflow import pytorchjob as pj
-from ..kubeflow.pod_env import PodEnvError
-from . import lifecycle as lc
+from ...contract import TERMINATION_LOG_ENV
+from ...kubeflow import lifecycle as lc
+from ...kubeflow import pytorchjob as pj
+from ...kubeflow.pod_env import PodEnvError
 from . import pod_processes
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, container_of, replica_command, replica_env
@@ -120,7 +120,7 @@ class Supervisor:
         self._write()
 
     def _finished(self) -> bool:
-        return lc.current(self.conditions) in lc.ENDED
+        return lc.job_state(self.conditions) in lc.ENDED
 
     def _stop_reason(self) -> str:
         try:
@@ -243,7 +243,7 @@ class Supervisor:
                 except (PodEnvError, OSError) as exc:
                     self._finish(lc.FAILED, "InvalidReplica", f"cannot restart {name}: {exc}")
                     return
-        if not self.restart_at and lc.current(self.conditions) == lc.RESTARTING:
+        if not self.restart_at and lc.job_state(self.conditions) == lc.RESTARTING:
             self._condition(
                 lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {self.policy.job} is running."
             )
@@ -278,7 +278,7 @@ class Supervisor:
 
     def _clean_up(self) -> None:
         """What cleanPodPolicy leaves running is left running; a stop ends everything."""
-        state = lc.current(self.conditions)
+        state = lc.job_state(self.conditions)
         running = list(self.procs)
         if state == lc.SUSPENDED or self.policy.clean_pods in ("Running", "All"):
             self._terminate(running, settle=SETTLE_SECONDS if state == lc.SUCCEEDED else 0.0)
@@ -317,7 +317,7 @@ class Supervisor:
                 "completionTime": rfc3339(self.completed),
             },
             "local": {
-                "state": lc.current(self.conditions),
+                "state": lc.job_state(self.conditions),
                 "supervisorPid": os.getpid(),
                 "port": self.port,
                 "workdir": os.getcwd(),
@@ -349,10 +349,10 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: `python -m operator_client.cluster.supervisor JOB_DIR`."""
+    """Entry point: `python -m operator_client.backends.local.supervisor JOB_DIR`."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m operator_client.cluster.supervisor JOB_DIR", file=sys.stderr)
+        print("usage: python -m operator_client.backends.local.supervisor JOB_DIR", file=sys.stderr)
         return 2
     return Supervisor(JobDir(Path(args[0])), os.environ).run()
 

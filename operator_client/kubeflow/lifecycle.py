@@ -1,4 +1,4 @@
-"""The training-operator's job lifecycle rules (v1.9.4, OPERATOR_CONTRACT.md), as pure
+"""The training-operator's job lifecycle rules (v1.9.4, docs/OPERATOR_CONTRACT.md), as pure
 functions: conditions, replica statuses, and what happens when a replica exits.
 
 The local backend applies them to processes; a table test pins each rule. One deliberate
@@ -9,11 +9,11 @@ pod's restartCount grows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
-from ..kubeflow import pytorchjob as pj
+from . import pytorchjob as pj
 
 CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
@@ -21,6 +21,9 @@ FINISHED = (SUCCEEDED, FAILED)
 # A local job also ends when it is stopped (Ctrl-C, delete): its pods are gone, like a
 # suspended job's.
 ENDED = (*FINISHED, SUSPENDED)
+# No condition yet (the operator has not seen the job), or none that holds (a local job
+# whose supervisor died: nobody can say).
+PENDING_JOB, UNKNOWN = "Pending", "Unknown"
 
 PENDING, ACTIVE, DONE, CRASHED = "Pending", "Running", "Succeeded", "Failed"
 
@@ -213,12 +216,20 @@ def set_condition(
     return [*kept, Condition(type_, reason, message, now)]
 
 
-def current(conditions: list[Condition]) -> str:
-    """The job's state in one word: the newest condition that holds."""
+class _HasStatus(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+def job_state(conditions: Sequence[_HasStatus]) -> str:
+    """The job's state in one word, for every backend: the newest condition that holds;
+    Pending before the operator has written any, Unknown when none holds."""
     for c in reversed(conditions):
         if c.status == "True":
             return c.type
-    return "Unknown"
+    return UNKNOWN if conditions else PENDING_JOB
 
 
 def replica_statuses(replicas: Iterable[Replica]) -> dict[str, dict[str, int]]:

@@ -1,4 +1,4 @@
-"""Aggregate committed per-rank output files into one table per split (STORAGE.md).
+"""Aggregate committed per-rank output files into one table per split (docs/STORAGE.md).
 
 Streams rows with a real CSV reader and writer: header once, every row exactly once,
 epochs and ranks in numeric order, an `epoch` and a `rank` column in front. Memory stays

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import platform
 import time
 from typing import Any
 
-from .. import __version__
 from ..storage import ObjectStore, join_key
 
 ATTEMPTS = "attempts"
@@ -53,27 +51,19 @@ def claim_attempt(store: ObjectStore, info: dict[str, Any]) -> int:
         attempt += 1
 
 
-def versions() -> dict[str, str]:
-    """Versions that decide whether a run can be reproduced."""
-    import lightning
-    import torch
-
-    return {
-        "kctl-train": __version__,
-        "torch": torch.__version__,
-        "lightning": lightning.__version__,
-        "python": platform.python_version(),
-    }
-
-
 def write_run_json(
-    store: ObjectStore, spec: dict[str, Any], spec_hash: str, world: dict[str, Any], attempt: int
+    store: ObjectStore,
+    spec: dict[str, Any],
+    spec_hash: str,
+    world: dict[str, Any],
+    attempt: int,
+    versions: dict[str, str],
 ) -> None:
     """run.json: what ran, with which versions, on which world (rank 0, at every start)."""
     body = {
         "spec": spec,
         "specHash": spec_hash,
-        "versions": versions(),
+        "versions": versions,
         "world": world,
         "attempt": attempt,
         "started": time.time(),

@@ -43,8 +43,3 @@ def tail(path: Path, lines: int) -> list[str]:
             return [line.rstrip("\n") for line in deque(fh, maxlen=lines)]
     except FileNotFoundError:
         return []
-
-
-def replica_tag(job_name: str, pod: str) -> str:
-    """`quickstart-worker-1` -> `worker-1`."""
-    return pod.removeprefix(f"{job_name}-")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..kubeflow import pytorchjob as pj
+from ...kubeflow import pytorchjob as pj
 
 # Waiting reasons worth a line (ContainerCreating and PodInitializing are just progress).
 _WAITING = {

@@ -1,6 +1,7 @@
-"""The Kubernetes backend: PyTorchJobs through the official `kubernetes` client.
+"""The Kubernetes API calls of the backend, through the official `kubernetes` client.
 
-Imported only by the commands that talk to a cluster (the client costs ~0.5 s and 65 MB).
+Imported only when a cluster is used (the client costs ~0.5 s and 65 MB): this package
+is the only one that imports `kubernetes`.
 Server-side apply with field manager `kctl-train`; watches with resourceVersion that re-list
 on 410 Gone and carry a client-side request timeout, so a network partition cannot hang.
 """
@@ -18,8 +19,8 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from ..kubeflow import pytorchjob as pj
-from .errors import ClusterError
+from ...errors import ClusterError
+from ...kubeflow import pytorchjob as pj
 
 FIELD_MANAGER = "kctl-train"
 WATCH_SECONDS = 60  # the server closes each watch after this; we then watch again
@@ -73,7 +74,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> client
         ) from None
 
 
-class KubernetesBackend:
+class Api:
+    """The calls kctl-train makes, each with a timeout and errors as ClusterError."""
+
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.custom = client.CustomObjectsApi(api)

@@ -4,25 +4,19 @@ later as a stuck or rejected job. Each finding says how to fix it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
-from ..kubeflow import pytorchjob as pj
-from .errors import ClusterError
-from .kubernetes_backend import KubernetesBackend
+from ...errors import ClusterError
+from ...kubeflow import pytorchjob as pj
+from ..base import Finding
+from .api import Api
 
 OPERATOR_INSTALL = (
     'kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/'
     'manifests/overlays/standalone?ref=v1.9.4"'
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # "error" stops an apply; "warning" does not
-    message: str
 
 
 def _template(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,7 +70,7 @@ def node_findings(manifest: Mapping[str, Any], nodes: list[dict[str, Any]]) -> l
     return findings
 
 
-def preflight(backend: KubernetesBackend, manifest: Mapping[str, Any]) -> list[Finding]:
+def preflight(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
     """Everything checkable before an apply; errors first."""
     namespace = manifest["metadata"]["namespace"]
     findings: list[Finding] = []
@@ -160,9 +154,7 @@ def preflight(backend: KubernetesBackend, manifest: Mapping[str, Any]) -> list[F
     return sorted(findings, key=lambda f: f.level != "error")
 
 
-def _missing(
-    backend: KubernetesBackend, read: Any, kind: str, name: str, namespace: str
-) -> list[Finding]:
+def _missing(backend: Api, read: Any, kind: str, name: str, namespace: str) -> list[Finding]:
     try:
         backend.raw(f"{kind} {name}", read, name, namespace)
     except ClusterError as exc:

@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-def home() -> Path:
-    """kctl-train's local state directory."""
-    return Path(os.environ.get("KCTL_TRAIN_HOME") or Path.home() / ".kctl-train")
+from ...runstore.location import home
 
 
 def write_json(path: Path, body: Any) -> None:

@@ -1,0 +1,324 @@
+"""The backend contract: what runs a rendered PyTorchJob somewhere, in one interface.
+
+Every backend (local processes, a Kubernetes cluster) implements `Backend`; the client,
+the CLI and the TorchX scheduler use nothing else. The shapes it returns (`JobView`,
+`Event`, `LogLine`) are shared, so a job looks the same whichever backend runs it.
+tests/test_backend_conformance.py holds every backend to these docstrings.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..contract import ENDPOINT_ANNOTATION, REGION_ANNOTATION, RUN_ROOT_ANNOTATION, Progress
+from ..kubeflow import lifecycle as lc
+from ..storage import ObjectStore, open_store
+
+if TYPE_CHECKING:
+    from ..spec.model import TrainingJob
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of a preflight check. `level` "error" stops a submit; `bad_input`: the
+    job itself cannot run on this backend (exit code 2), not the place it would run."""
+
+    level: str
+    message: str
+    bad_input: bool = False
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A job condition, as the operator writes them."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    time: str | None = None  # RFC 3339
+
+    @property
+    def holds(self) -> bool:
+        return self.status == "True"
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica (a pod on a cluster, a process group locally)."""
+
+    name: str  # the pod's name: quickstart-master-0
+    tag: str  # its name in the job: master-0
+    phase: str  # Pending, Running, Succeeded, Failed (Terminating while deleted)
+    restarts: int = 0
+    exit_code: int | None = None  # of its last run, when it ended
+    problems: tuple[str, ...] = ()  # why it is stuck or failed, one line each
+    node: str = "-"  # where it runs: a node's name, or this machine and the pid
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """Where a run's objects are: its run root and the S3 endpoint and region, if any."""
+
+    root: str
+    endpoint: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any]) -> StorageLocation | None:
+        """From a rendered job's annotations (None: rendered without storage)."""
+        annotations = manifest.get("metadata", {}).get("annotations") or {}
+        root = annotations.get(RUN_ROOT_ANNOTATION)
+        if not root:
+            return None
+        return cls(root, annotations.get(ENDPOINT_ANNOTATION), annotations.get(REGION_ANNOTATION))
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job as every backend shows it."""
+
+    backend: str
+    name: str
+    namespace: str
+    state: str  # lifecycle.job_state: a condition type, Pending or Unknown
+    message: str  # why it is in that state (the newest condition's message)
+    conditions: tuple[Condition, ...] = ()
+    replicas: tuple[Replica, ...] = ()
+    nodes: int = 0  # replicas the job asks for
+    created: float | None = None  # epoch seconds
+    started: float | None = None
+    completed: float | None = None
+    storage: StorageLocation | None = None
+    # Nothing more will happen to it: it succeeded or failed (locally also: stopped, or
+    # lost with its supervisor). A suspended cluster job waits to be resumed (Kueue).
+    ended: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)  # for -o yaml|json
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == lc.SUCCEEDED
+
+    @property
+    def restarts(self) -> int:
+        return sum(r.restarts for r in self.replicas)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submit did: `verb` created, configured, unchanged (or checked, for a dry
+    run); `object` the job as the backend now has it (would have it)."""
+
+    view: JobView | None
+    verb: str
+    object: Mapping[str, Any]
+    dry_run: bool = False
+    how: str = "server-side"  # how it was submitted, for people: server-side, local
+    resume_step: int | None = None  # the committed checkpoint the run resumes from
+    logs_at: str | None = None  # where the replicas' logs can be read directly
+
+
+# Events of a watch.
+
+
+@dataclass(frozen=True)
+class JobChanged:
+    """The job now looks like this (also sent every heartbeat, changed or not)."""
+
+    view: JobView
+
+
+@dataclass(frozen=True)
+class ConditionReached:
+    """A condition began to hold (sent once per type, reason and message)."""
+
+    condition: Condition
+
+
+@dataclass(frozen=True)
+class ReplicaNote:
+    """A new line on why a replica is stuck or failed (sent once per text)."""
+
+    replica: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """Training moved on (parsed from the progress lines of the replicas' logs)."""
+
+    progress: Progress
+
+
+Event = JobChanged | ConditionReached | ReplicaNote | ProgressReport
+
+
+@dataclass(frozen=True)
+class LogLine:
+    replica: str  # its tag: master-0
+    text: str
+
+
+class Backend(abc.ABC):
+    """Runs rendered PyTorchJobs. Jobs are named by (namespace, name).
+
+    `name` is what the user picks the backend by (`Client(backend=...)`); `flag` is the
+    CLI option that selects it, for the hints printed after a command.
+    """
+
+    name: ClassVar[str]
+    flag: ClassVar[str]
+    # Whether this machine reads the run's store as the job writes it (then `apply
+    # --wait` collects by default; a cluster's pods may use an in-cluster endpoint).
+    store_reachable: ClassVar[bool] = False
+
+    def prepare(
+        self, job: TrainingJob, storage: str | None = None
+    ) -> tuple[TrainingJob, str | None]:
+        """1. The job as this backend runs it, and a warning when that differs from the
+        spec. `storage` (a store URI) replaces the spec's store where the backend lets the
+        user choose one. Pure of side effects on the job's state; the default changes
+        nothing and refuses `storage`."""
+        if storage is not None:
+            from ..errors import BadInput
+
+            raise BadInput(f"--storage: the {self.name} backend stores where the spec says")
+        return job, None
+
+    @abc.abstractmethod
+    def check(self, manifest: Mapping[str, Any]) -> list[Finding]:
+        """2. Everything checkable before a submit, errors first; changes nothing.
+        A finding at level "error" means submit would fail or the job could never run."""
+
+    @abc.abstractmethod
+    def submit(
+        self, manifest: Mapping[str, Any], *, dry_run: bool = False, force: bool = False
+    ) -> Submitted:
+        """3. Start the job, or update it in place (server-side apply on a cluster).
+        Idempotent: submitting an unchanged manifest again changes nothing ("unchanged")
+        while the job runs. A finished job of the same name is replaced (its record, not
+        its stored checkpoints: the new run resumes from them). `dry_run`: validate as
+        far as the backend can, start nothing. `force`: take over fields another manager
+        owns. Errors: BadInput (this job cannot run here), BackendError (the backend
+        cannot take it now)."""
+
+    @abc.abstractmethod
+    def get(self, namespace: str, name: str) -> JobView | None:
+        """4. The job as it is now, or None when there is none."""
+
+    @abc.abstractmethod
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        """5. Every job of a namespace (None: of all), ordered by namespace and name."""
+
+    @abc.abstractmethod
+    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+        """6. The job's life as events, until it has ended. The first event is a
+        JobChanged; then a JobChanged at least every `heartbeat` seconds and on every
+        change, a ConditionReached once for each condition that begins to hold, a
+        ReplicaNote once for each new reason a replica is stuck or failed, a
+        ProgressReport when training moves on. The last event is a JobChanged whose view
+        has ended. JobNotFound when the job is (or goes) away. Closing the iterator
+        stops any work it started."""
+
+    @abc.abstractmethod
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[LogLine]:
+        """7. The replicas' log lines: all replicas, or one by tag (BadInput naming the
+        tags when there is no such replica). `follow`: keep reading until the job ends,
+        across container restarts (a line `--- POD restarted (restart N) ---` marks
+        each). `previous`: the log of the container before the last restart, where
+        the backend keeps it apart. `tail`: only the last lines of each replica."""
+
+    @abc.abstractmethod
+    def delete(self, namespace: str, name: str, *, wait: bool = False) -> bool:
+        """8. Stop the job and remove its record; its stored objects stay. False when
+        there was no such job. `wait`: return once its replicas are gone."""
+
+    @abc.abstractmethod
+    def stop(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        """9. What an interrupted wait does to the job: stop it gracefully (its
+        replicas commit an emergency checkpoint) or, with force, at once. False when
+        the backend leaves a job running when its watcher goes (a cluster)."""
+
+    def missing(self, namespace: str, name: str) -> str:
+        """The message for a job that is not there (JobNotFound)."""
+        return f"pytorchjob/{name} not found in namespace {namespace}"
+
+    def store_of(
+        self, view: JobView, *, endpoint: str | None = None, concurrency: int = 16
+    ) -> ObjectStore:
+        """10. The store holding the run's objects, for collect. `endpoint` replaces the
+        job's S3 endpoint (the pods' may be in-cluster, unreachable from here).
+        NoStorage when the job was rendered without storage."""
+        from ..errors import NoStorage
+
+        where = view.storage
+        if where is None:
+            raise NoStorage(
+                f"pytorchjob/{view.name} has no {RUN_ROOT_ANNOTATION} annotation: it was not "
+                "rendered by kctl-train with storage (use --from STORAGE_URI)"
+            )
+        return open_store(
+            where.root,
+            endpoint=endpoint or where.endpoint,
+            region=where.region,
+            concurrency=concurrency,
+        )
+
+
+def replica_count(manifest: Mapping[str, Any]) -> int:
+    """How many replicas a PyTorchJob asks for."""
+    specs = manifest.get("spec", {}).get("pytorchReplicaSpecs", {})
+    return sum(int(r.get("replicas", 1)) for r in specs.values())
+
+
+def conditions_of(obj: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """`status.conditions` as Conditions."""
+    return tuple(
+        Condition(
+            type=str(c.get("type", "")),
+            status=str(c.get("status", "")),
+            reason=str(c.get("reason", "")),
+            message=str(c.get("message", "")),
+            time=c.get("lastTransitionTime"),
+        )
+        for c in obj.get("status", {}).get("conditions") or []
+    )
+
+
+def pick(replicas: Sequence[Replica], tag: str | None) -> list[Replica]:
+    """The replicas a `replica` argument names (None or "all": every one)."""
+    if tag in (None, "all"):
+        return list(replicas)
+    chosen = [r for r in replicas if r.tag == tag]
+    if not chosen and replicas:
+        from ..errors import BadInput
+
+        raise BadInput(f"no replica {tag!r}; the job has {', '.join(r.tag for r in replicas)}")
+    return chosen
+
+
+def new_events(view: JobView, seen: set[Any]) -> Iterator[Event]:
+    """The ConditionReached and ReplicaNote events of `view` not in `seen` (which
+    remembers them): the part of a watch every backend shares."""
+    for cond in view.conditions:
+        key = ("condition", cond.type, cond.reason, cond.message)
+        if cond.holds and key not in seen:
+            seen.add(key)
+            yield ConditionReached(cond)
+    for replica in view.replicas:
+        for text in replica.problems:
+            if (replica.name, text) not in seen:
+                seen.add((replica.name, text))
+                yield ReplicaNote(replica.name, text)

@@ -1,0 +1,358 @@
+"""The Kubernetes backend: PyTorchJobs on a cluster with Kubeflow's training-operator.
+
+Server-side apply with field manager `kctl-train`; the job's view combines the
+PyTorchJob's conditions with its pods (why each is stuck, in one line: pod_reasons.py).
+The API client is imported and connects on first use: a Client that only renders
+needs no cluster and never loads the kubernetes package.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ...contract import Progress
+from ...errors import ClusterError, JobNotFound
+from ...kubeflow import lifecycle as lc
+from ...kubeflow import pytorchjob as pj
+from ...kubeflow.pytorchjob import replica_tag
+from ..base import (
+    Backend,
+    Event,
+    Finding,
+    JobChanged,
+    JobView,
+    LogLine,
+    ProgressReport,
+    Replica,
+    ReplicaNote,
+    StorageLocation,
+    Submitted,
+    conditions_of,
+    new_events,
+    pick,
+    replica_count,
+)
+from .pod_reasons import pod_phase, pod_problems, restarts
+
+if TYPE_CHECKING:
+    from .api import Api
+
+# Aliases: inside the class, `list` is the Backend method.
+Pods = list[dict[str, Any]]
+Replicas = list[Replica]
+
+PODS_EVERY = 2.0  # seconds between pod listings while watching (0.5 before any pod exists)
+PENDING_LOGS_TIMEOUT = 300.0  # how long `logs` waits for Pending pods
+
+
+class KubernetesBackend(Backend):
+    name = "kubernetes"
+    flag = ""
+
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, api: Api | None = None
+    ) -> None:
+        self.kubeconfig, self.context = kubeconfig, context
+        self._api = api
+
+    @property
+    def api(self) -> Api:
+        """The API, connected the kubectl way on first use (ClusterError without a
+        usable kubeconfig)."""
+        if self._api is None:
+            # Imported here: the kubernetes client costs ~0.5 s, which a render or a
+            # client-side dry run never pays.
+            from .api import Api, connect
+
+            self._api = Api(connect(self.kubeconfig, self.context))
+        return self._api
+
+    def check(self, manifest: Mapping[str, Any]) -> list[Finding]:
+        """The CRD, namespace, RBAC, Secrets, ServiceAccount and GPU nodes (preflight.py)."""
+        from .preflight import preflight
+
+        return preflight(self.api, manifest)
+
+    def submit(
+        self, manifest: Mapping[str, Any], *, dry_run: bool = False, force: bool = False
+    ) -> Submitted:
+        meta = manifest["metadata"]
+        before = None if dry_run else self.api.find(meta["namespace"], meta["name"])
+        result = self.api.apply(manifest, dry_run=dry_run, force=force)
+        if dry_run:
+            return Submitted(None, "checked", result, dry_run=True)
+        rv = result.get("metadata", {}).get("resourceVersion")
+        changed = before is None or before.get("metadata", {}).get("resourceVersion") != rv
+        verb = "created" if before is None else ("configured" if changed else "unchanged")
+        return Submitted(self._view(result, []), verb, result)
+
+    def get(self, namespace: str, name: str) -> JobView | None:
+        obj = self.api.find(namespace, name)
+        if obj is None:
+            return None
+        pods = self.api.pods(namespace, name)
+        return self._view(obj, pods, raw={**obj, "pods": pods})
+
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        jobs = self.api.list_jobs(namespace)
+        pods_of = self.api.pods_by_job(namespace)
+        views = [
+            self._view(
+                j, pods_of.get((j["metadata"].get("namespace", ""), j["metadata"]["name"]), [])
+            )
+            for j in jobs
+        ]
+        return sorted(views, key=lambda v: (v.namespace, v.name))
+
+    def _view(
+        self,
+        obj: Mapping[str, Any],
+        pods: Pods,
+        raw: Mapping[str, Any] | None = None,
+    ) -> JobView:
+        meta = obj["metadata"]
+        conditions = conditions_of(obj)
+        state = lc.job_state(conditions)
+        status = obj.get("status", {})
+        return JobView(
+            backend=self.name,
+            name=meta["name"],
+            namespace=meta.get("namespace", "default"),
+            state=state,
+            message=conditions[-1].message if conditions else "waiting for the training-operator",
+            conditions=conditions,
+            replicas=tuple(_replica(meta["name"], p) for p in pods),
+            nodes=replica_count(obj),
+            created=_epoch(meta.get("creationTimestamp")),
+            started=_epoch(status.get("startTime")),
+            completed=_epoch(status.get("completionTime")),
+            storage=StorageLocation.of(obj),
+            ended=state in lc.FINISHED,
+            raw=obj if raw is None else raw,
+        )
+
+    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+        """A thread follows the job's watch (which wakes only when the job changes); this
+        generator lists the pods every PODS_EVERY seconds beside it, for stuck-pod
+        reasons, the pods' Warning events and the newest progress line."""
+        updates: queue.Queue[Any] = queue.Queue()
+        done = threading.Event()
+
+        def pump() -> None:
+            try:
+                for obj in self.api.watch_job(
+                    namespace, name, lambda o: lc.job_state(conditions_of(o)) in lc.FINISHED
+                ):
+                    updates.put(obj)
+                    if done.is_set():
+                        return
+            except Exception as exc:  # handed to the generator, which raises it
+                updates.put(exc)
+
+        threading.Thread(target=pump, name=f"watch-{name}", daemon=True).start()
+        obj: dict[str, Any] | None = None
+        pods: Pods = []
+        seen: set[Any] = set()
+        progress: Progress | None = None
+        listed = 0.0
+        try:
+            while True:
+                try:
+                    item = updates.get(timeout=heartbeat)
+                except queue.Empty:
+                    item = None
+                if isinstance(item, ClusterError) and item.code == 404:
+                    raise JobNotFound(f"pytorchjob/{name} was deleted") from None
+                if isinstance(item, Exception):
+                    raise item
+                if obj is None and item is not None:
+                    yield JobChanged(self._view(item, pods))
+                obj = item if item is not None else obj
+                if obj is None:
+                    continue
+                view = self._view(obj, pods)
+                now = time.monotonic()
+                if view.ended or now - listed >= (PODS_EVERY if pods else 0.5):
+                    pods, listed = self._pods_or(pods, namespace, name), now
+                    view = self._view(obj, pods)
+                    yield from self._pod_warnings(namespace, pods, seen)
+                    found = self._progress(namespace, view)
+                    if found is not None and found != progress:
+                        progress = found
+                        yield ProgressReport(found)
+                yield from new_events(view, seen)
+                yield JobChanged(view)
+                if view.ended:
+                    return
+        finally:
+            done.set()
+
+    def _pods_or(self, pods: Pods, namespace: str, name: str) -> Pods:
+        try:
+            return self.api.pods(namespace, name)
+        except ClusterError:
+            return pods  # a hiccup of the API: the next round tries again
+
+    def _pod_warnings(self, namespace: str, pods: Pods, seen: set[Any]) -> Iterator[Event]:
+        """A Pending pod with nothing in its status yet: the scheduler's and kubelet's
+        warnings (FailedScheduling, FailedMount, ...) are in its events."""
+        for pod in pods:
+            pod_name = pod["metadata"]["name"]
+            if pod_problems(pod) or pod_phase(pod) != "Pending":
+                continue
+            try:
+                warnings = self.api.warnings(namespace, pod_name)
+            except ClusterError:
+                continue
+            for text in warnings:
+                if (pod_name, text) not in seen:
+                    seen.add((pod_name, text))
+                    yield ReplicaNote(pod_name, text)
+
+    def _progress(self, namespace: str, view: JobView) -> Progress | None:
+        """The newest progress line in the last lines of the first running replica."""
+        running = [r for r in view.replicas if r.phase == "Running"]
+        if not running:
+            return None
+        found = None
+        try:
+            for text in self.api.log_lines(namespace, running[0].name, follow=False, tail=20):
+                found = Progress.parse(text) or found
+        except ClusterError:
+            return None
+        return found
+
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[LogLine]:
+        """Waits up to 5 minutes for Pending pods; one thread per pod streams its log
+        (and the next container's, after a restart) into one queue."""
+        chosen = self._running_pods(namespace, name, replica)
+        if len(chosen) == 1 and not follow:
+            (only,) = chosen
+            for text in self.api.log_lines(
+                namespace, only.name, follow=False, previous=previous, tail=tail
+            ):
+                yield LogLine(only.tag, text)
+            return
+        lines: queue.Queue[LogLine | Exception | None] = queue.Queue()
+
+        def stream(r: Replica) -> None:
+            try:
+                seen = r.restarts
+                while True:
+                    for text in self.api.log_lines(
+                        namespace, r.name, follow=follow, previous=previous, tail=tail
+                    ):
+                        lines.put(LogLine(r.tag, text))
+                    if not follow or previous:
+                        return
+                    restarted = self._next_container(namespace, name, r.name, seen)
+                    if restarted is None:
+                        return
+                    seen = restarted
+                    lines.put(LogLine(r.tag, f"--- {r.name} restarted (restart {seen}) ---"))
+            except ClusterError as exc:
+                lines.put(exc)
+            finally:
+                lines.put(None)
+
+        for r in chosen:
+            threading.Thread(target=stream, args=(r,), name=f"logs-{r.name}", daemon=True).start()
+        errors: list[str] = []
+        running = len(chosen)
+        while running:
+            item = lines.get()
+            if item is None:
+                running -= 1
+            elif isinstance(item, Exception):
+                errors.append(str(item))
+            else:
+                yield item
+        if errors:
+            raise ClusterError("; ".join(errors))
+
+    def _running_pods(self, namespace: str, name: str, replica: str | None) -> Replicas:
+        deadline = time.monotonic() + PENDING_LOGS_TIMEOUT
+        while True:
+            replicas = [_replica(name, p) for p in self.api.pods(namespace, name)]
+            chosen = pick(replicas, replica)
+            if chosen and all(r.phase != "Pending" for r in chosen):
+                return chosen
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the pods of {name} are still Pending after 5 minutes")
+            time.sleep(2)
+
+    def _next_container(self, namespace: str, name: str, pod: str, seen: int) -> int | None:
+        """After a followed log ends: the pod's new restart count once its container has
+        restarted, or None when the job has ended or the pod is gone."""
+        while True:
+            current = {p["metadata"]["name"]: p for p in self.api.pods(namespace, name)}.get(pod)
+            if current is None:
+                return None
+            job = self.api.find(namespace, name)
+            if job is None or lc.job_state(conditions_of(job)) in lc.FINISHED:
+                return None
+            if restarts(current) > seen and pod_phase(current) == "Running":
+                return restarts(current)
+            if pod_phase(current) in ("Succeeded", "Failed"):
+                return None
+            time.sleep(2)
+
+    def delete(self, namespace: str, name: str, *, wait: bool = False) -> bool:
+        """Foreground deletion: the job goes once its pods are gone."""
+        if self.api.find(namespace, name) is None:
+            return False
+        self.api.delete(namespace, name)
+        while wait and self.api.find(namespace, name) is not None:
+            time.sleep(1)
+        return True
+
+    def stop(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        """A cluster job runs on without its watcher."""
+        return False
+
+
+def _replica(job_name: str, pod: Mapping[str, Any]) -> Replica:
+    name = pod["metadata"]["name"]
+    return Replica(
+        name=name,
+        tag=replica_tag(job_name, name),
+        phase=pod_phase(pod),
+        restarts=restarts(pod),
+        exit_code=_exit_code(pod),
+        problems=tuple(pod_problems(pod)),
+        node=pod.get("spec", {}).get("nodeName") or "-",
+    )
+
+
+def _exit_code(pod: Mapping[str, Any]) -> int | None:
+    """The trainer container's exit code, when it has ended (or ended before a restart)."""
+    for cs in pod.get("status", {}).get("containerStatuses", []):
+        if cs.get("name") != pj.CONTAINER_NAME:
+            continue
+        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+            code = (state.get("terminated") or {}).get("exitCode")
+            if code is not None:
+                return int(code)
+    return None
+
+
+def _epoch(timestamp: str | None) -> float | None:
+    """Seconds since the epoch from an RFC 3339 time as the API writes it."""
+    if not timestamp:
+        return None
+    parsed = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")
+    return parsed.replace(tzinfo=timezone.utc).timestamp()

@@ -1,0 +1,408 @@
+"""The local backend: runs a rendered PyTorchJob as processes on this machine.
+
+The image is not pulled: each replica runs the `pytorch` container's command from the
+installed package, with the container's env and exactly the operator's additions
+(local_env.py). A detached supervisor (supervisor.py) owns the processes; this module
+submits, inspects, stops and deletes jobs through their directory (jobdir.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...contract import Progress
+from ...errors import BadInput, JobNotFound, LocalJobError
+from ...kubeflow import lifecycle as lc
+from ...kubeflow.pod_env import PodEnvError
+from ...kubeflow.pytorchjob import replica_tag
+from ...runstore.checkpoints import newest_verified
+from ...runstore.location import home, store_for
+from ...storage import StoreError
+from ..base import (
+    Backend,
+    Event,
+    Finding,
+    JobChanged,
+    JobView,
+    LogLine,
+    ProgressReport,
+    Replica,
+    StorageLocation,
+    Submitted,
+    conditions_of,
+    new_events,
+    pick,
+    replica_count,
+)
+from . import pod_processes
+from .jobdir import JobDir, write_json
+from .local_env import container_of, replica_command, replica_env
+from .logs import LogFollower
+from .logs import tail as tail_lines
+
+if TYPE_CHECKING:
+    from ...spec.model import TrainingJob
+
+# Each replica is a torchrun agent and its workers on this one machine.
+MAX_REPLICAS = 64
+POLL_SECONDS = 0.2
+
+
+class LocalBackend(Backend):
+    """Local jobs under `root` (default $KCTL_TRAIN_HOME or ~/.kctl-train)."""
+
+    name = "local"
+    flag = " --local"
+    store_reachable = True  # prepare() made sure of it
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or home()
+
+    def job(self, namespace: str, name: str) -> JobDir:
+        return JobDir.of(namespace, name, self.root)
+
+    def _existing(self, namespace: str, name: str) -> JobDir:
+        job = self.job(namespace, name)
+        if not job.exists():
+            raise JobNotFound(self.missing(namespace, name))
+        return job
+
+    def missing(self, namespace: str, name: str) -> str:
+        known = ", ".join(v.name for v in self.list(namespace)) or "none"
+        return f"no local job {namespace}/{name} (local jobs in {namespace}: {known})"
+
+    # 1. prepare
+
+    def prepare(
+        self, job: TrainingJob, storage: str | None = None
+    ) -> tuple[TrainingJob, str | None]:
+        """A local run always has a store: --storage, else the spec's when it answers,
+        else the default location (storage.py)."""
+        from .storage import store_for_local_run
+
+        try:
+            return store_for_local_run(job, storage)
+        except ValueError:
+            raise BadInput(
+                f"--storage: {storage!r} is not a store URI; use s3://bucket/prefix or "
+                "file:///absolute/path"
+            ) from None
+
+    # 2. check
+
+    def check(
+        self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ
+    ) -> list[Finding]:
+        """Everything a start needs, before anything starts: commands found, env resolvable."""
+        bindir = Path(sys.executable).parent
+        count = replica_count(manifest)
+        if count > MAX_REPLICAS:
+            return [
+                Finding(
+                    "error",
+                    f"{count} replicas: the local backend runs every replica on this machine "
+                    f"and takes at most {MAX_REPLICAS}; run it on a cluster, or lower spec.nodes",
+                    bad_input=True,
+                )
+            ]
+        findings = []
+        for replica in lc.replicas_of(manifest):
+            try:
+                replica_command(container_of(manifest, replica.type), bindir)
+                replica_env(manifest, replica, port=0, base=env, tmpdir=Path("/nonexistent"))
+            except PodEnvError as exc:
+                findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
+        return findings
+
+    # 3. submit
+
+    def submit(
+        self, manifest: Mapping[str, Any], *, dry_run: bool = False, force: bool = False
+    ) -> Submitted:
+        """Start the job's supervisor (`force` has no meaning here: one manager)."""
+        namespace, name = _names(manifest)
+        job = self.job(namespace, name)
+        errors = [f.message for f in self.check(manifest) if f.level == "error"]
+        if errors:
+            raise BadInput("; ".join(errors))
+        if dry_run:
+            return Submitted(None, "checked", dict(manifest), dry_run=True, how="local")
+        if job.exists() and job.supervisor_alive():
+            if job.manifest() == manifest:
+                return self._submitted(job, "unchanged", None)
+            raise LocalJobError(
+                f"local job {namespace}/{name} is still running with another spec; wait for "
+                f"it, or `kctl-train delete {name} --local` first"
+            )
+        resumes = _resume_step(manifest)  # before the new run starts to write
+        # A supervisor that died (killed, say) may have left its replicas running: they
+        # would train and write beside the new run. They end first.
+        left = _kill_orphans(job)
+        if left:
+            raise LocalJobError(
+                f"processes {left} of the earlier run of {namespace}/{name} still run and "
+                "do not end on SIGKILL; stop them before applying again"
+            )
+        shutil.rmtree(job.path, ignore_errors=True)
+        job.path.mkdir(parents=True)
+        write_json(job.manifest_file, manifest)
+        with job.supervisor_log.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "operator_client.backends.local.supervisor", str(job.path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # outlives this command and its terminal's Ctrl-C
+            )
+        deadline = time.monotonic() + 30
+        while not job.status():
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = job.supervisor_log.read_text(errors="replace")[-2000:]
+                raise LocalJobError(f"the local supervisor did not start:\n{tail}")
+            time.sleep(0.05)
+        return self._submitted(job, "created", resumes)
+
+    def _submitted(self, job: JobDir, verb: str, resumes: int | None) -> Submitted:
+        view = self._view(job)
+        return Submitted(
+            view, verb, view.raw, how="local", resume_step=resumes, logs_at=str(job.path / "logs")
+        )
+
+    # 4, 5. get, list
+
+    def get(self, namespace: str, name: str) -> JobView | None:
+        job = self.job(namespace, name)
+        return self._view(job) if job.exists() else None
+
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        base = self.root / "local"
+        spaces = [base / namespace] if namespace else sorted(base.glob("*"))
+        return [
+            self._view(JobDir(d))
+            for space in spaces
+            for d in sorted(space.glob("*"))
+            if (d / "manifest.json").is_file()
+        ]
+
+    def _view(self, job: JobDir) -> JobView:
+        manifest = job.manifest()
+        body = job.status()
+        local = body.get("local", {})
+        name = manifest["metadata"]["name"]
+        conditions = conditions_of(body)
+        state = lc.job_state(conditions)
+        message = conditions[-1].message if conditions else "the supervisor is starting"
+        alive = job.supervisor_alive()
+        if body and state not in lc.ENDED and not alive:
+            state, message = lc.UNKNOWN, f"the local supervisor died; see {job.supervisor_log}"
+        replicas = local.get("replicas") or [
+            {"name": r.name, "phase": r.phase, "restarts": 0} for r in lc.replicas_of(manifest)
+        ]
+        return JobView(
+            backend=self.name,
+            name=name,
+            namespace=manifest["metadata"].get("namespace", "default"),
+            state=state,
+            message=message,
+            conditions=conditions,
+            replicas=tuple(_replica(name, r) for r in replicas),
+            nodes=replica_count(manifest),
+            created=_mtime(job.manifest_file),
+            started=local.get("started"),
+            completed=local.get("completed"),
+            storage=StorageLocation.of(manifest),
+            ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
+            raw={**manifest, "status": body.get("status", {}), "local": local},
+        )
+
+    # 6. watch
+
+    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+        job = self._existing(namespace, name)
+        follower = LogFollower({pod: job.log(pod) for pod in _pods(job)})
+        seen: set[Any] = set()
+        last: JobView | None = None
+        last_sent = 0.0
+        progress: Progress | None = None
+        while True:
+            if not job.exists():
+                raise JobNotFound(f"local job {namespace}/{name} was deleted")
+            view = self._view(job)
+            if last is None:
+                yield JobChanged(view)
+                last, last_sent = view, time.monotonic()
+            for _, text in follower.poll(final=view.ended):
+                found = Progress.parse(text)
+                if found is not None and found != progress:
+                    progress = found
+                    yield ProgressReport(found)
+            yield from new_events(view, seen)
+            now = time.monotonic()
+            if view != last or now - last_sent >= heartbeat or view.ended:
+                yield JobChanged(view)
+                last, last_sent = view, now
+            if view.ended:
+                return
+            time.sleep(POLL_SECONDS)
+
+    # 7. logs
+
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        replica: str | None = None,
+        follow: bool = False,
+        previous: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[LogLine]:
+        """One file per replica holds every run of it (`previous` reads the same file:
+        each restart is marked in it by the supervisor)."""
+        job = self._existing(namespace, name)
+        chosen = pick(self._view(job).replicas, replica)
+        if tail is not None:
+            for r in chosen:
+                yield from (LogLine(r.tag, text) for text in tail_lines(job.log(r.name), tail))
+            return
+        follower = LogFollower({r.tag: job.log(r.name) for r in chosen})
+        while True:
+            ended = not follow or self._view(job).ended
+            yield from (LogLine(tag, text) for tag, text in follower.poll(final=ended))
+            if ended:
+                return
+            time.sleep(POLL_SECONDS)
+
+    # 8, 9. delete, stop
+
+    def delete(self, namespace: str, name: str, *, wait: bool = False) -> bool:
+        """Stop the job if it runs (always waiting for its processes), then remove its
+        record (stored data stays)."""
+        job = self.job(namespace, name)
+        if not job.exists():
+            return False
+        manifest = job.manifest()
+        timeout = lc.Policy.from_manifest(manifest).grace_seconds
+        if self._signal(job, "deleted (kctl-train delete)") and not self._wait_stopped(
+            job, timeout + 10
+        ):
+            self._signal(job, "deleted (kctl-train delete)", force=True)
+            if not self._wait_stopped(job, 10):
+                raise LocalJobError(f"the supervisor of {job.path} does not exit; try again")
+        if not job.supervisor_alive():
+            left = _kill_orphans(job)
+            if left:
+                raise LocalJobError(f"processes {left} of {job.path} do not end on SIGKILL")
+        shutil.rmtree(job.path)
+        return True
+
+    def stop(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        job = self._existing(namespace, name)
+        reason = "killed by a second Ctrl-C" if force else "stopped by Ctrl-C"
+        return self._signal(job, reason, force=force)
+
+    @staticmethod
+    def _signal(job: JobDir, reason: str, *, force: bool = False) -> bool:
+        """Ask the supervisor to stop the job (SIGTERM, or SIGINT to kill at once).
+        False when no supervisor is running."""
+        pid = job.supervisor_pid()
+        if pid is None or not job.supervisor_alive():
+            return False
+        if not job.stop_file.exists():
+            job.stop_file.write_text(reason + "\n")
+        try:
+            os.kill(pid, signal.SIGINT if force else signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+    @staticmethod
+    def _wait_stopped(job: JobDir, timeout: float) -> bool:
+        """Wait for the supervisor to exit; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while job.supervisor_alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+
+def _names(manifest: Mapping[str, Any]) -> tuple[str, str]:
+    meta = manifest["metadata"]
+    return meta.get("namespace", "default"), meta["name"]
+
+
+def _pods(job: JobDir) -> list[str]:
+    return [r.name for r in lc.replicas_of(job.manifest())]
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _replica(job_name: str, r: Mapping[str, Any]) -> Replica:
+    code = r.get("exitCode")
+    problems: tuple[str, ...] = ()
+    if code not in (None, 0):
+        why = f": {r['message']}" if r.get("message") else ""
+        problems = (f"exited with code {code}{why}",)
+    pid = r.get("pid")
+    return Replica(
+        name=r["name"],
+        tag=replica_tag(job_name, r["name"]),
+        phase=r["phase"],
+        restarts=int(r.get("restarts", 0)),
+        exit_code=code,
+        problems=problems,
+        node=f"localhost (pid {pid})" if pid else "-",
+    )
+
+
+def _resume_step(manifest: Mapping[str, Any]) -> int | None:
+    """The step of the checkpoint a run of this manifest resumes from: the newest
+    committed one whose files verify, as the runtime chooses (None: a fresh start)."""
+    from ...spec.document import NotRenderedError, job_of
+
+    try:
+        job = job_of(dict(manifest))
+    except NotRenderedError:
+        return None
+    if job.spec.checkpoint.resume != "auto":
+        return None
+    try:
+        with tempfile.TemporaryDirectory(prefix="kctl-train-verify-") as tmp:
+            found = newest_verified(store_for(job), Path(tmp))
+    except StoreError:
+        return None
+    return found[0].step if found else None
+
+
+def _kill_orphans(job: JobDir) -> list[int]:
+    """Every process a dead supervisor left running (it was killed itself): each
+    replica's process group and every process carrying the job's marker, wherever it
+    re-parented. A group is only signalled while its leader still runs the replica's
+    program (PIDs are reused). Returns the PIDs still alive afterwards."""
+    for replica in job.status().get("local", {}).get("replicas", []):
+        pid = replica.get("pid")
+        if not pid:
+            continue
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        try:
+            if cmdline.parent.parent.is_dir() and b"kctl-train" not in cmdline.read_bytes():
+                continue  # the PID was reused by something else
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, FileNotFoundError):
+            continue
+    return pod_processes.kill_all(pod_processes.job_prefix(job.path))

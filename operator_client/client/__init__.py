@@ -1,0 +1,38 @@
+"""The Python API: `Client` (client.py), the handle it returns for a job, and the
+shapes every backend shows a job in (backends/base.py), for callers to type against."""
+
+from ..backends.base import (
+    Condition,
+    ConditionReached,
+    Event,
+    Finding,
+    JobChanged,
+    JobView,
+    LogLine,
+    ProgressReport,
+    Replica,
+    ReplicaNote,
+    Submitted,
+)
+from .client import Client
+from .collecting import Collected
+from .failure import FailureReport
+from .handle import JobHandle
+
+__all__ = [
+    "Client",
+    "Collected",
+    "Condition",
+    "ConditionReached",
+    "Event",
+    "FailureReport",
+    "Finding",
+    "JobChanged",
+    "JobHandle",
+    "JobView",
+    "LogLine",
+    "ProgressReport",
+    "Replica",
+    "ReplicaNote",
+    "Submitted",
+]

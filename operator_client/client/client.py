@@ -1,0 +1,162 @@
+"""The public Python API: render, validate and run jobs on any backend.
+
+from operator_client import Client
+
+client = Client(backend="local")
+job = client.apply("examples/quickstart.yaml")
+print(job.wait().state)
+job.collect(to="results/quickstart")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..backends import backend_for
+from ..backends.base import Backend, Finding, JobView
+from ..errors import BackendError, PreflightFailed
+from ..kubeflow.webhook import webhook_errors
+from .handle import JobHandle
+from .jobs import load, with_namespace
+
+if TYPE_CHECKING:
+    from ..spec import SpecIssue
+    from .jobs import JobInput
+
+
+class Client:
+    """Jobs on one backend: "kubernetes" (the cluster of a kubeconfig and context) or
+    "local" (processes on this machine, state under $KCTL_TRAIN_HOME), or a Backend.
+    `namespace` is the default for calls that take one ("default" when unset)."""
+
+    def __init__(
+        self,
+        backend: str | Backend = "kubernetes",
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        home: str | Path | None = None,
+    ) -> None:
+        self.backend = (
+            backend
+            if isinstance(backend, Backend)
+            else backend_for(
+                backend,
+                kubeconfig=kubeconfig,
+                context=context,
+                home=Path(home) if home is not None else None,
+            )
+        )
+        self.namespace = namespace
+
+    def validate(self, job: JobInput) -> list[SpecIssue]:
+        """The job's warnings; SpecError (its `issues`) when it is not valid."""
+        return load(job).warnings
+
+    def render(self, job: JobInput) -> dict[str, Any]:
+        """The PyTorchJob manifest of the job (pure: same job, same manifest)."""
+        from ..render import render
+
+        return render(load(job).job)
+
+    def apply(
+        self,
+        job: JobInput,
+        *,
+        namespace: str | None = None,
+        force_namespace: bool = False,
+        storage: str | None = None,
+        dry_run: str | None = None,
+        force_conflicts: bool = False,
+    ) -> JobHandle:
+        """Render the job, check it can run, and submit it; a handle on it.
+
+        `namespace` replaces the job's (a namespace its file names only with
+        `force_namespace`); `storage` the store (local backend). `dry_run`: "client"
+        renders only (the handle has the manifest), "server" also checks and validates
+        with the backend, starting nothing. PreflightFailed when checks find errors."""
+        from ..render import render
+
+        loaded = load(job)
+        spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
+        prepared, note = self.backend.prepare(spec, storage)
+        warnings = loaded.warnings
+        if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
+            warnings = [w for w in warnings if w.path != "spec.storage"]
+        manifest = render(prepared)
+        problems = webhook_errors(manifest)
+        if problems:  # a renderer bug, never the user's
+            raise BackendError(f"internal error, the operator would reject the job: {problems}")
+        handle = JobHandle(
+            self.backend,
+            prepared.metadata.name,
+            prepared.metadata.namespace,
+            manifest=manifest,
+            warnings=warnings,
+            note=note,
+        )
+        if dry_run == "client":
+            return handle
+        findings = self.backend.check(manifest)
+        if any(f.level == "error" for f in findings):
+            raise PreflightFailed(handle.name, findings)
+        handle.findings = findings
+        handle.submitted = self.backend.submit(
+            manifest, dry_run=dry_run == "server", force=force_conflicts
+        )
+        return handle
+
+    def preflight(
+        self, job: JobInput, *, namespace: str | None = None, force_namespace: bool = False
+    ) -> list[Finding]:
+        """What would stop or stall the job on this backend, errors first (`doctor`)."""
+        from ..render import render
+
+        loaded = load(job)
+        spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
+        return self.backend.check(render(self.backend.prepare(spec)[0]))
+
+    def job(self, name: str, namespace: str | None = None) -> JobHandle:
+        """A handle on an existing job (JobNotFound when there is none)."""
+        handle = JobHandle(self.backend, name, namespace or self.namespace or "default")
+        handle.status()
+        return handle
+
+    def get(self, name: str, namespace: str | None = None) -> JobView:
+        """The job's view now."""
+        return self.job(name, namespace).status()
+
+    def list(self, namespace: str | None = None) -> list[JobView]:
+        """Every job of a namespace (None: the client's, else all)."""
+        return self.backend.list(namespace or self.namespace)
+
+    def collect_from(
+        self,
+        uri: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        to: str | Path | None = None,
+        endpoint: str | None = None,
+        all_checkpoints: bool = False,
+        concurrency: int = 16,
+        progress: Any = None,
+    ) -> Any:
+        """Collect a run straight from its storage URI (no job record needed)."""
+        from ..storage import open_store, run_root
+        from .collecting import collect_run
+
+        ns = namespace or self.namespace or "default"
+        store = open_store(run_root(uri, ns, name), endpoint=endpoint, concurrency=concurrency)
+        job: Mapping[str, Any] = {"name": name, "namespace": ns}
+        return collect_run(
+            store,
+            Path(to) if to is not None else Path("results") / name,
+            job,
+            all_checkpoints=all_checkpoints,
+            concurrency=concurrency,
+            progress=progress,
+        )

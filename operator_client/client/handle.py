@@ -1,0 +1,122 @@
+"""A handle on one job: its status, the wait for its end, its logs, its results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Backend, Event, Finding, JobView, LogLine, Submitted
+from ..errors import JobNotFound, WaitTimeout
+from .collecting import Collected, collect_run
+from .failure import FailureReport, failure_report
+
+if TYPE_CHECKING:
+    from ..spec import SpecIssue
+
+
+@dataclass
+class JobHandle:
+    """A job of a backend, by name. `apply` fills in what it rendered and did."""
+
+    backend: Backend
+    name: str
+    namespace: str
+    manifest: Mapping[str, Any] | None = None  # as rendered (apply only)
+    submitted: Submitted | None = None  # None: not submitted (dry run client, or get)
+    warnings: list[SpecIssue] = field(default_factory=list)  # from the job's spec
+    findings: list[Finding] = field(default_factory=list)  # preflight warnings
+    note: str | None = None  # how the backend changed the job (its store, locally)
+
+    def status(self) -> JobView:
+        """The job as it is now (JobNotFound when it is gone)."""
+        view = self.backend.get(self.namespace, self.name)
+        if view is None:
+            raise JobNotFound(self.backend.missing(self.namespace, self.name))
+        return view
+
+    def events(self, heartbeat: float = 1.0) -> Iterator[Event]:
+        """The job's life as events until it ends (Backend.watch)."""
+        return self.backend.watch(self.namespace, self.name, heartbeat=heartbeat)
+
+    def wait(
+        self, timeout: float | None = None, on_event: Callable[[Event], None] | None = None
+    ) -> JobView:
+        """Follow the job until it ends; its final view (check `.succeeded`). Each event
+        goes to `on_event`. WaitTimeout after `timeout` seconds (the job goes on)."""
+        started = time.monotonic()
+        final: JobView | None = None
+        events = self.events()
+        try:
+            for event in events:
+                if on_event is not None:
+                    on_event(event)
+                view = getattr(event, "view", None)
+                if view is not None:
+                    final = view
+                if timeout is not None and time.monotonic() - started > timeout:
+                    raise WaitTimeout(
+                        f"pytorchjob/{self.name} still runs after {timeout:g}s; it goes on"
+                    )
+        finally:
+            events.close()  # type: ignore[attr-defined]
+        return final if final is not None else self.status()
+
+    def logs(
+        self,
+        *,
+        follow: bool = False,
+        replica: str | None = None,
+        previous: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[LogLine]:
+        """The replicas' log lines (Backend.logs): `line.replica`, `line.text`."""
+        return self.backend.logs(
+            self.namespace, self.name, replica=replica, follow=follow, previous=previous, tail=tail
+        )
+
+    def failure(self) -> FailureReport | None:
+        """Why the job did not succeed (None when it did)."""
+        return failure_report(self.backend, self.status())
+
+    def collect(
+        self,
+        to: str | Path | None = None,
+        *,
+        all_checkpoints: bool = False,
+        concurrency: int = 16,
+        endpoint: str | None = None,
+        progress: Any = None,
+    ) -> Collected:
+        """Download the run's newest checkpoint (or all), outputs, metrics and run info,
+        verified, into `to` (default results/<name>/), and write the report there.
+        `endpoint`: the S3 endpoint to use from here when the pods' is in-cluster."""
+        view = self.status()
+        store = self.backend.store_of(view, endpoint=endpoint, concurrency=concurrency)
+        job = {
+            "name": view.name,
+            "namespace": view.namespace,
+            "state": view.state,
+            "started": view.started,
+            "completed": view.completed,
+        }
+        dest = Path(to) if to is not None else Path("results") / self.name
+        return collect_run(
+            store,
+            dest,
+            job,
+            all_checkpoints=all_checkpoints,
+            concurrency=concurrency,
+            progress=progress,
+        )
+
+    def stop(self, *, force: bool = False) -> bool:
+        """Stop the job (locally: with an emergency checkpoint; force: at once). False
+        where the backend leaves it running (a cluster)."""
+        return self.backend.stop(self.namespace, self.name, force=force)
+
+    def delete(self, *, wait: bool = False) -> bool:
+        """Stop the job and remove its record; stored checkpoints stay. False: none."""
+        return self.backend.delete(self.namespace, self.name, wait=wait)

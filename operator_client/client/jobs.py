@@ -1,0 +1,53 @@
+"""A job as the client takes it: a path, YAML text, a dict or a TrainingJob, validated
+into one LoadedJob (with the same positions and messages as a job file)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadInput
+
+if TYPE_CHECKING:
+    from ..spec import LoadedJob
+    from ..spec.model import TrainingJob
+
+    JobInput = str | os.PathLike[str] | Mapping[str, Any] | TrainingJob
+
+
+def load(job: JobInput, source: str | None = None) -> LoadedJob:
+    """Validate `job`: a TrainingJob as it is; a mapping as the document it is; a string
+    with a line break as YAML text; any other string or path as a file name. SpecError
+    lists every problem."""
+    from ..spec import LoadedJob, load_job, load_job_text
+    from ..spec.model import TrainingJob
+
+    if isinstance(job, TrainingJob):
+        return LoadedJob(job, source or f"<job {job.metadata.name}>", [])
+    if isinstance(job, Mapping):
+        # JSON is YAML: the loader's checks (sizes, control characters) apply alike.
+        return load_job_text(json.dumps(job), source or "<dict>")
+    if isinstance(job, str) and "\n" in job:
+        return load_job_text(job, source or "<string>")
+    if isinstance(job, str | os.PathLike):
+        return load_job(Path(job))
+    raise BadInput(f"a job is a path, YAML text, a dict or a TrainingJob, not {type(job).__name__}")
+
+
+def with_namespace(loaded: LoadedJob, namespace: str | None, force: bool) -> TrainingJob:
+    """The job in `namespace` (None: its own). A namespace the file names is only
+    replaced with `force`, as kubectl refuses a conflicting -n."""
+    job = loaded.job
+    if not namespace or namespace == job.metadata.namespace:
+        return job
+    if "namespace" in job.metadata.model_fields_set and not force:
+        raise BadInput(
+            f"{loaded.source}: metadata.namespace is {job.metadata.namespace!r} but "
+            f"-n says {namespace!r}; drop -n, change the file, or --force-namespace"
+        )
+    return job.model_copy(
+        update={"metadata": job.metadata.model_copy(update={"namespace": namespace})}
+    )

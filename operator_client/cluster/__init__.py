@@ -1,1 +1,0 @@
-"""Where rendered PyTorchJobs run: the local backend (processes on this machine)."""

@@ -1,0 +1,113 @@
+"""The job as data: its canonical JSON (carried to the pods, hashed), and the job back
+from a rendered manifest. Pure functions of the spec, shared by the renderer, the runtime
+and the backends (none of which imports another for them)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from decimal import Decimal
+from typing import Any
+
+from ..contract import SPEC_ENV
+from .model import TrainingJob
+
+
+def spec_document(job: TrainingJob) -> dict[str, Any]:
+    """The job with every default filled in, as JSON-compatible data (unset optional
+    fields left out, as Helm leaves out null values)."""
+    return job.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def spec_hash(job: TrainingJob) -> str:
+    """sha256 of the canonical spec JSON; changes exactly when the job changes."""
+    return hashlib.sha256(canonical_json(spec_document(job)).encode()).hexdigest()
+
+
+def nproc_per_node(job: TrainingJob) -> str:
+    """torchrun's `--nproc-per-node` for the job: an explicit count unless the user asked
+    torchrun to detect GPUs (its own "auto" starts one process per CPU core on GPU-less
+    pods)."""
+    nproc = job.spec.processes_per_node
+    if nproc == "detect":
+        return "auto"
+    if nproc == "auto":
+        return str(job.spec.resources.gpus or 1)
+    return str(nproc)
+
+
+class NotRenderedError(ValueError):
+    """A manifest that kctl-train did not render (no spec in its container env)."""
+
+
+def job_of(manifest: dict[str, Any]) -> TrainingJob:
+    """The TrainingJob a rendered PyTorchJob carries in its trainer container."""
+    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+        for container in replica["template"]["spec"]["containers"]:
+            for item in container.get("env", []):
+                if item.get("name") == SPEC_ENV and "value" in item:
+                    return TrainingJob.model_validate_json(item["value"])
+    raise NotRenderedError(
+        f"pytorchjob/{manifest['metadata']['name']} was not rendered by kctl-train "
+        f"(no {SPEC_ENV} in its containers)"
+    )
+
+
+def _go_string(text: str) -> str:
+    """A JSON string escaped as Go's encoding/json does (and so Helm's toJson)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _go_float(value: float) -> str:
+    """A float as Go's encoding/json writes it: shortest digits, plain notation unless the
+    exponent is below -6 or from 21, an exponent without leading zeros."""
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"  # Go keeps the sign of zero
+    if 1e-6 <= abs(value) < 1e21:
+        text = format(Decimal(repr(value)), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    mantissa, _, exponent = repr(value).partition("e")
+    sign = exponent[0] if exponent[0] in "+-" else "+"
+    return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+
+
+def canonical_json(obj: Any) -> str:
+    """Compact JSON with sorted keys, byte for byte what Go's json.Marshal (Helm's toJson)
+    writes for the same data: the form that is hashed and carried in the manifest, so the
+    Helm chart produces the same text and hash."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, str):
+        return _go_string(obj)
+    if isinstance(obj, int):
+        return str(obj)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"{obj} has no JSON form")
+        return _go_float(obj)
+    if isinstance(obj, dict):
+        items = sorted(obj.items())
+        return "{" + ",".join(f"{_go_string(k)}:{canonical_json(v)}" for k, v in items) + "}"
+    if isinstance(obj, list | tuple):
+        return "[" + ",".join(canonical_json(v) for v in obj) + "]"
+    raise TypeError(f"{type(obj).__name__} is not JSON data")

@@ -1,0 +1,191 @@
+"""One suite for every backend (backends/base.py): the same scenarios through the public
+Client, against the local backend (real processes) and the Kubernetes backend (the real
+`kubernetes` client against the loopback API fixture, where the test plays the
+training-operator). A backend added later joins BACKENDS and must pass all of it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client import Client
+from operator_client.backends.base import ConditionReached, JobChanged, LogLine
+from operator_client.errors import BadInput, JobNotFound
+from operator_client.storage import open_store
+
+from .conftest import job_yaml
+from .fake_apiserver import FakeApiServer
+from .test_collect import make_run
+
+BACKENDS = ["local", "kubernetes"]
+LABEL = "training.kubeflow.org/job-name"
+SUCCEED = "import os, time; print('hello from rank', os.environ['RANK']); time.sleep(2)"
+FAIL = "print('line 1'); print('boom: bad config'); raise SystemExit(3)"
+
+
+@dataclass
+class Harness:
+    """A backend under test: its client, and how a job's life is brought about (locally
+    by the job's own command; on the fixture by playing the operator)."""
+
+    backend: str
+    client: Client
+    tmp: Path
+    api: FakeApiServer | None = None
+
+    def job(self, name: str, outcome: str) -> Path:
+        script = SUCCEED if outcome == "succeed" else FAIL
+        fault = "  fault: {restartPolicy: Never, maxRestarts: 0}\n" if outcome == "fail" else ""
+        store = (self.tmp / "store").as_uri()
+        path = self.tmp / f"{name}.yaml"
+        path.write_text(
+            job_yaml(
+                name,
+                f'  command: [python, -c, "{script}"]\n  nodes: 2\n'
+                f"  storage: {{uri: '{store}'}}\n{fault}",
+            )
+        )
+        if self.api is not None:
+            self._play(name, outcome)
+        return path
+
+    def _play(self, name: str, outcome: str) -> None:
+        api = self.api
+        assert api is not None
+
+        def pod(replica: str, phase: str, code: int | None = None) -> dict[str, Any]:
+            status: dict[str, Any] = {"phase": phase}
+            if code is not None:
+                terminated = {"exitCode": code, "reason": "Error" if code else "Completed"}
+                status["containerStatuses"] = [
+                    {"name": "pytorch", "restartCount": 0, "state": {"terminated": terminated}}
+                ]
+            return {
+                "metadata": {"name": f"{name}-{replica}", "namespace": "default",
+                             "labels": {LABEL: name}},
+                "spec": {"nodeName": "node-1"},
+                "status": status,
+            }  # fmt: skip
+
+        def play() -> None:
+            with contextlib.suppress(KeyError):  # the test deleted the job before its end
+                live()
+
+        def live() -> None:
+            deadline = time.monotonic() + 10
+            while ("default", name) not in api.state.jobs and time.monotonic() < deadline:
+                time.sleep(0.05)
+            api.state.logs[f"{name}-master-0"] = ["hello from rank 0"]
+            api.state.logs[f"{name}-worker-0"] = ["hello from rank 1"]
+            api.state.pods = [pod("master-0", "Running"), pod("worker-0", "Running")]
+            api.set_conditions("default", name, "Created", "Running")
+            time.sleep(1.5)
+            if outcome == "succeed":
+                api.state.pods = [pod("master-0", "Succeeded", 0), pod("worker-0", "Succeeded", 0)]
+                api.set_conditions("default", name, "Created", "Running", "Succeeded")
+            else:
+                api.state.logs[f"{name}-master-0"] = ["line 1", "boom: bad config"]
+                api.state.pods = [pod("master-0", "Failed", 3), pod("worker-0", "Running")]
+                api.set_conditions("default", name, "Created", "Running", "Failed")
+
+        threading.Thread(target=play, daemon=True).start()
+
+
+@pytest.fixture(params=BACKENDS)
+def harness(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Harness]:
+    if request.param == "local":
+        monkeypatch.setenv("KCTL_TRAIN_HOME", str(tmp_path / "home"))
+        monkeypatch.chdir(tmp_path)
+        yield Harness("local", Client("local"), tmp_path)
+        return
+    api = FakeApiServer()
+    monkeypatch.setenv("KUBECONFIG", str(api.kubeconfig(tmp_path)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    yield Harness("kubernetes", Client("kubernetes"), tmp_path, api)
+    api.stop()
+
+
+def test_submit_get_list_and_an_unchanged_resubmit(harness: Harness) -> None:
+    path = harness.job("conf", "succeed")
+    handle = harness.client.apply(path)
+    assert handle.submitted is not None and handle.submitted.verb == "created"
+    view = handle.status()
+    assert (view.name, view.namespace, view.backend, view.nodes) == (
+        "conf",
+        "default",
+        harness.backend,
+        2,
+    )
+    assert view.storage is not None and view.storage.root.endswith("/store/default/conf/")
+    again = harness.client.apply(path)
+    assert again.submitted is not None and again.submitted.verb == "unchanged"
+    assert [v.name for v in harness.client.list()] == ["conf"]
+    assert harness.client.list("elsewhere") == []
+    assert handle.wait(timeout=60).succeeded
+
+
+def test_watch_follows_the_job_to_success(harness: Harness) -> None:
+    handle = harness.client.apply(harness.job("conf", "succeed"))
+    events = list(handle.events(heartbeat=0.5))
+    assert isinstance(events[0], JobChanged)
+    reached = [e.condition.type for e in events if isinstance(e, ConditionReached)]
+    assert "Succeeded" in reached and len(reached) == len(set(reached))
+    last = events[-1]
+    assert isinstance(last, JobChanged) and last.view.ended and last.view.succeeded
+    assert handle.failure() is None
+
+
+def test_a_failure_reports_the_reason_and_the_last_log_lines(harness: Harness) -> None:
+    handle = harness.client.apply(harness.job("conf", "fail"))
+    view = handle.wait(timeout=60)
+    assert view.ended and not view.succeeded and view.state == "Failed"
+    report = handle.failure()
+    assert report is not None and not report.stopped and report.message
+    assert report.replica is not None and report.replica.name == "conf-master-0"
+    assert report.replica.exit_code not in (None, 0)
+    assert "boom: bad config" in report.lines
+
+
+def test_logs_of_every_replica_and_of_one(harness: Harness) -> None:
+    handle = harness.client.apply(harness.job("conf", "succeed"))
+    handle.wait(timeout=60)
+    lines = list(handle.logs())
+    assert {line.replica for line in lines} == {"master-0", "worker-0"}
+    assert LogLine("worker-0", "hello from rank 1") in lines
+    master = [line for line in handle.logs(replica="master-0")]
+    assert {line.replica for line in master} == {"master-0"}
+    assert "hello from rank 0" in [line.text for line in master]
+    assert [line.text for line in handle.logs(replica="master-0", tail=1)] == [master[-1].text]
+    with pytest.raises(BadInput, match="master-0, worker-0"):
+        list(handle.logs(replica="worker-9"))
+
+
+def test_delete_removes_the_job_and_keeps_its_data(harness: Harness) -> None:
+    handle = harness.client.apply(harness.job("conf", "succeed"))
+    store = open_store((harness.tmp / "store/default/conf/").as_uri())
+    store.put_bytes("keep.txt", b"data")
+    assert handle.delete(wait=True) is True
+    assert harness.client.backend.get("default", "conf") is None
+    assert handle.delete() is False
+    with pytest.raises(JobNotFound):
+        harness.client.job("conf")
+    assert store.exists("keep.txt")
+
+
+def test_collect_through_the_job(harness: Harness) -> None:
+    handle = harness.client.apply(harness.job("conf", "succeed"))
+    handle.wait(timeout=60)
+    make_run(open_store((harness.tmp / "store/default/conf/").as_uri()), harness.tmp)
+    got = handle.collect(to=harness.tmp / "got")
+    assert got.problems == [] and "final val_loss" in got.report
+    assert (harness.tmp / "got/checkpoints/step-000000000040/model.ckpt").is_file()
+    assert got.summary["job"]["name"] == "conf"

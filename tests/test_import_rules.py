@@ -1,0 +1,58 @@
+"""The import rules of the README's layout section hold, and the checker would notice a
+break: lint-imports runs on the tree as it is, then on a copy with one import planted that
+the rules forbid (the runtime reaching up into the renderer)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def lint(root: Path) -> subprocess.CompletedProcess[str]:
+    if not LINT.is_file():
+        pytest.skip("import-linter is not installed (make test installs it with the dev extra)")
+    return subprocess.run(
+        [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_tree_keeps_every_import_rule() -> None:
+    out = lint(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "contract"),
+    [
+        ("runtime/context.py", "from ..render import render", "Layers"),
+        ("collect/report.py", "from ..runtime import context", "Layers"),
+        ("cli/output.py", "from ..backends.local import LocalBackend", "The CLI reaches"),
+        ("client/jobs.py", "import kubernetes", "Only backends.kubernetes"),
+    ],
+)
+def test_a_planted_violation_breaks_the_check(
+    tmp_path: Path, module: str, planted: str, contract: str
+) -> None:
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "operator_client", copy / "operator_client")
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    target = copy / "operator_client" / module
+    target.write_text(target.read_text() + f"\n{planted}  # planted\n")
+    out = lint(copy)
+    assert out.returncode != 0, out.stdout
+    broken = [line for line in out.stdout.splitlines() if line.endswith("BROKEN")]
+    assert len(broken) == 1 and broken[0].startswith(contract), out.stdout
