@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
+# The CLI's exit codes: 0 success, 1 the operation or the job failed, 2 bad input (job
+# file, flags), 130 interrupted (Ctrl-C).
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class KctlTrainError(Exception):

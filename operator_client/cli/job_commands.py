@@ -12,9 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..contract import Progress
-from ..errors import EXIT_FAILED, KctlTrainError, PreflightFailed, WaitTimeout
+from ..errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    KctlTrainError,
+    PreflightFailed,
+    WaitTimeout,
+)
 from . import console, output
-from .exits import EXIT_INTERRUPTED, EXIT_OK
 from .progress import StatusLine, TransferDisplay
 
 if TYPE_CHECKING:

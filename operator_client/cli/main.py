@@ -1,6 +1,6 @@
 """`kctl-train`: argument parsing and dispatch. Handlers live in the command modules.
 
-Exit codes: 0 success, 1 the operation failed, 2 bad input (job file, flags), 130 Ctrl-C.
+Exit codes: errors.py (0 success, 1 failed, 2 bad input, 130 Ctrl-C).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..errors import EXIT_INTERRUPTED, EXIT_OK
 from ..version import __version__
-from .exits import EXIT_INTERRUPTED, EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,13 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and offline: same input, byte-identical output.",
     )
     render.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
-    render.add_argument(
-        "-o",
-        "--output",
-        choices=("yaml", "json"),
-        default="yaml",
-        help="output format (default: yaml)",
-    )
+    _output(render, ("yaml", "json"), "output format (default: yaml)")
     render.add_argument(
         "--pods",
         action="store_true",
@@ -63,13 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file:line:column, and the warnings.",
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
-    validate.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
-        help="text lines on stderr, or a JSON report on stdout",
-    )
+    _output(validate, ("text", "json"), "text lines on stderr, or a JSON report on stdout")
     validate.set_defaults(handler="validate")
 
     schema = sub.add_parser(
@@ -104,14 +92,13 @@ def _where(cmd: argparse.ArgumentParser) -> None:
     )
 
 
+def _output(cmd: argparse.ArgumentParser, choices: tuple[str, ...], help: str) -> None:
+    """kubectl's -o: the first choice is the default."""
+    cmd.add_argument("-o", "--output", choices=choices, default=choices[0], help=help)
+
+
 def _table_output(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "yaml", "json"),
-        default="text",
-        help="a table, or the objects as YAML or JSON",
-    )
+    _output(cmd, ("text", "yaml", "json"), "a table, or the objects as YAML or JSON")
 
 
 def _force_namespace(cmd: argparse.ArgumentParser) -> None:
@@ -171,9 +158,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="none",
         help="client: print the manifest only; server: also check it can start, start nothing",
     )
-    apply.add_argument(
-        "-o", "--output", choices=("name", "yaml", "json"), default="name", help="what to print"
-    )
+    _output(apply, ("name", "yaml", "json"), "what to print")
     apply.set_defaults(handler="apply")
 
     status = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")

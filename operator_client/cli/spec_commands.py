@@ -13,41 +13,15 @@ from ..kubeflow.webhook import webhook_errors
 from ..render import render as render_job
 from ..render import to_json, to_yaml, to_yaml_stream
 from ..render.files import drift, write_manifests
-from ..spec import LoadedJob, SpecError, SpecIssue, load_job, load_job_text
+from ..spec import SpecError
+from ..spec.loader import load_files
 from ..spec.schema import job_schema
 from . import console
 
 
-def load_all(files: list[str]) -> tuple[list[LoadedJob], list[SpecIssue]]:
-    """Load every file; returns the jobs that loaded and the errors of those that did not."""
-    jobs, errors = [], []
-    for name in files:
-        try:
-            jobs.append(
-                load_job_text(sys.stdin.read(), "<stdin>") if name == "-" else load_job(name)
-            )
-        except SpecError as exc:
-            errors.extend(exc.issues)
-    seen: dict[tuple[str, str], str] = {}
-    for loaded in jobs:
-        key = (loaded.job.metadata.namespace, loaded.job.metadata.name)
-        if key in seen:
-            errors.append(
-                SpecIssue(
-                    loaded.source,
-                    0,
-                    0,
-                    "metadata.name",
-                    f"job {key[0]}/{key[1]} is also defined in {seen[key]}",
-                )
-            )
-        seen.setdefault(key, loaded.source)
-    return jobs, errors
-
-
 def render(args: argparse.Namespace) -> int:
     """`kctl-train render`: print or write the PyTorchJob of each job file."""
-    jobs, errors = load_all(args.files)
+    jobs, errors = load_files(args.files, sys.stdin)
     console.report([w for j in jobs for w in j.warnings])
     if errors:
         raise SpecError(errors)
@@ -105,7 +79,7 @@ def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def validate(args: argparse.Namespace) -> int:
     """`kctl-train validate`: every problem of every file, in text or JSON."""
-    jobs, errors = load_all(args.files)
+    jobs, errors = load_files(args.files, sys.stdin)
     warnings = [w for j in jobs for w in j.warnings]
     if args.output == "json":
         report = {

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import JobNotFound
+from ..errors import EXIT_FAILED, EXIT_OK, JobNotFound
 from ..kubeflow import lifecycle as lc
 from . import output
-from .exits import EXIT_FAILED, EXIT_OK
 from .job_commands import client_for
 
 

@@ -15,7 +15,7 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -369,3 +369,22 @@ def _inner(annotation: Any) -> list[Any]:
     if origin is typing.Union or origin is types.UnionType:
         return [t for arg in typing.get_args(annotation) for t in _inner(arg)]
     return [annotation]
+
+
+def load_files(files: list[str], stdin: TextIO) -> tuple[list[LoadedJob], list[SpecIssue]]:
+    """Load every file ('-': `stdin`); the jobs that loaded, and the errors of those that
+    did not, plus one for each namespace/name that two files define."""
+    jobs, errors = [], []
+    for name in files:
+        try:
+            jobs.append(load_job_text(stdin.read(), "<stdin>") if name == "-" else load_job(name))
+        except SpecError as exc:
+            errors.extend(exc.issues)
+    seen: dict[tuple[str, str], str] = {}
+    for loaded in jobs:
+        key = (loaded.job.metadata.namespace, loaded.job.metadata.name)
+        if key in seen:
+            message = f"job {key[0]}/{key[1]} is also defined in {seen[key]}"
+            errors.append(SpecIssue(loaded.source, 0, 0, "metadata.name", message))
+        seen.setdefault(key, loaded.source)
+    return jobs, errors
