@@ -3,9 +3,10 @@ last log lines of the replica that failed first."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, JobView, Replica
+from ..backends.base import JobView, LogLine, Replica
 from ..errors import KctlTrainError
 from ..kubeflow import lifecycle as lc
 
@@ -27,7 +28,11 @@ class FailureReport:
         return self.state == lc.SUSPENDED
 
 
-def failure_report(backend: Backend, view: JobView) -> FailureReport | None:
+# A job's log reader: (replica=, previous=, tail=) -> lines (Backend.logs, bound to a job).
+LogReader = Callable[..., Iterator[LogLine]]
+
+
+def failure_report(view: JobView, read_logs: LogReader) -> FailureReport | None:
     """None for a job that succeeded."""
     if view.succeeded:
         return None
@@ -40,9 +45,7 @@ def failure_report(backend: Backend, view: JobView) -> FailureReport | None:
         return FailureReport(view.state, view.message)
     replica = failing[0]
     try:
-        logs = backend.logs(
-            view.namespace,
-            view.name,
+        logs = read_logs(
             replica=replica.tag,
             # A replica that restarted and runs again: the run that failed is the previous.
             previous=replica.restarts > 0 and replica.phase != "Failed",

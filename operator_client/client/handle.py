@@ -79,7 +79,7 @@ class JobHandle:
 
     def failure(self) -> FailureReport | None:
         """Why the job did not succeed (None when it did)."""
-        return failure_report(self.backend, self.status())
+        return failure_report(self.status(), self.logs)
 
     def collect(
         self,

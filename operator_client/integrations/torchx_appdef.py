@@ -158,3 +158,19 @@ def job_document(
         "metadata": {"name": job_name(app_name), "namespace": cfg.get("namespace") or "default"},
         "spec": spec,
     }
+
+
+def app_id(namespace: str, name: str, cfg: Mapping[str, Any]) -> str:
+    """`namespace:name`, then the context and kubeconfig it was scheduled with (when
+    given), so that status, logs and cancel in another process reach the same cluster."""
+    context, kubeconfig = cfg.get("context") or "", cfg.get("kubeconfig") or ""
+    parts = [namespace, name] + (
+        [context, kubeconfig] if kubeconfig else [context] if context else []
+    )
+    return ":".join(parts)
+
+
+def parse_app_id(value: str) -> tuple[str, str, dict[str, str | None]]:
+    """(namespace, name, the context and kubeconfig) of an app id."""
+    namespace, name, context, kubeconfig = [*value.split(":", 3), "", ""][:4]
+    return namespace, name, {"context": context or None, "kubeconfig": kubeconfig or None}

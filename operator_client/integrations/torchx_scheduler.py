@@ -14,7 +14,7 @@ from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 from ..render import render, to_yaml
 from ..spec import load_job_text
-from .torchx_appdef import RoleSpec, job_document
+from .torchx_appdef import RoleSpec, app_id, job_document, parse_app_id
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -46,22 +46,6 @@ def role_spec(role: Any) -> RoleSpec:
         max_retries=role.max_retries,
         mounts=list(role.mounts),
     )
-
-
-def app_id(namespace: str, name: str, cfg: Mapping[str, Any]) -> str:
-    """`namespace:name`, then the context and kubeconfig it was scheduled with (when
-    given), so that status, logs and cancel in another process reach the same cluster."""
-    context, kubeconfig = cfg.get("context") or "", cfg.get("kubeconfig") or ""
-    parts = [namespace, name] + (
-        [context, kubeconfig] if kubeconfig else [context] if context else []
-    )
-    return ":".join(parts)
-
-
-def parse_app_id(value: str) -> tuple[str, str, dict[str, str | None]]:
-    """(namespace, name, the context and kubeconfig) of an app id."""
-    namespace, name, context, kubeconfig = [*value.split(":", 3), "", ""][:4]
-    return namespace, name, {"context": context or None, "kubeconfig": kubeconfig or None}
 
 
 class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):

@@ -1,0 +1,193 @@
+"""Pure pieces of the backend seam, one table row per case: the progress line format, the
+job state every backend derives, the TorchX app id, the failure report's choice of replica,
+the storage location from annotations, and the client's job inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client.backends.base import (
+    Condition,
+    JobView,
+    LogLine,
+    Replica,
+    StorageLocation,
+)
+from operator_client.client.failure import failure_report
+from operator_client.client.jobs import load, with_namespace
+from operator_client.contract import Progress
+from operator_client.errors import BadInput
+from operator_client.integrations.torchx_appdef import app_id as make
+from operator_client.integrations.torchx_appdef import parse_app_id
+from operator_client.kubeflow.lifecycle import job_state
+from operator_client.spec import SpecError, load_job_text
+
+from .conftest import ROOT, job_yaml
+
+
+@pytest.mark.parametrize(
+    "progress",
+    [
+        Progress(epoch=0, step=10),
+        Progress(epoch=2, step=120, total=300, loss=0.0312, rate=78.1),
+        Progress(epoch=1, step=5, total=None, loss=float("1e-9"), rate=0.0),
+    ],
+)
+def test_progress_lines_round_trip(progress: Progress) -> None:
+    line = progress.line()
+    assert line.startswith("kctl-train.progress {")
+    assert Progress.parse(f"12:00:00 [rank 0] {line}") == progress  # after a launcher prefix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "epoch 2 step 120/300 loss 0.03 (78.1 steps/s)",  # prose is not progress
+        "kctl-train.progress not json",
+        'kctl-train.progress {"epoch": 1}',  # no step
+        'kctl-train.progress {"epoch": "x", "step": 1}',
+        "",
+    ],
+)
+def test_lines_that_are_not_progress(line: str) -> None:
+    assert Progress.parse(line) is None
+
+
+def cond(type_: str, status: str = "True") -> Condition:
+    return Condition(type_, status)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "state"),
+    [
+        ([], "Pending"),  # the operator has not seen the job
+        ([cond("Created")], "Created"),
+        ([cond("Created"), cond("Running")], "Running"),
+        ([cond("Created"), cond("Running", "False"), cond("Succeeded")], "Succeeded"),
+        ([cond("Created"), cond("Restarting"), cond("Failed")], "Failed"),
+        ([cond("Created", "False")], "Unknown"),  # none holds
+        ([cond("Created"), cond("Suspended")], "Suspended"),
+    ],
+)
+def test_one_job_state_for_every_backend(conditions: list[Condition], state: str) -> None:
+    assert job_state(conditions) == state
+
+
+@pytest.mark.parametrize(
+    ("cfg", "app_id"),
+    [
+        ({}, "ml:train"),
+        ({"context": "gpu"}, "ml:train:gpu"),
+        ({"context": "gpu", "kubeconfig": "/k/config"}, "ml:train:gpu:/k/config"),
+        ({"kubeconfig": "/k/a:/k/b"}, "ml:train::/k/a:/k/b"),  # a KUBECONFIG list stays whole
+    ],
+)
+def test_torchx_app_ids_carry_the_cluster(cfg: dict[str, str], app_id: str) -> None:
+    assert make("ml", "train", cfg) == app_id
+    namespace, name, where = parse_app_id(app_id)
+    assert (namespace, name) == ("ml", "train")
+    assert where == {"context": cfg.get("context"), "kubeconfig": cfg.get("kubeconfig")}
+
+
+def view(state: str, *replicas: Replica) -> JobView:
+    return JobView("fake", "j", "default", state, f"job is {state.lower()}", replicas=replicas)
+
+
+@pytest.mark.parametrize(
+    ("job", "replica", "previous"),
+    [
+        (view("Succeeded"), None, None),
+        (
+            view("Failed", Replica("j-master-0", "master-0", "Failed", exit_code=3)),
+            "master-0",
+            False,
+        ),
+        (
+            view(
+                "Failed",
+                Replica("j-master-0", "master-0", "Running"),
+                Replica("j-worker-0", "worker-0", "Running", restarts=2),  # failed, then restarted
+            ),
+            "worker-0",
+            True,
+        ),
+        (view("Suspended", Replica("j-master-0", "master-0", "Failed", exit_code=143)), None, None),
+        (view("Failed", Replica("j-master-0", "master-0", "Pending")), None, None),
+    ],
+)  # fmt: skip
+def test_the_failure_report_reads_the_replica_that_failed(
+    job: JobView, replica: str | None, previous: bool | None
+) -> None:
+    asked: list[tuple[str, bool, int]] = []
+
+    def read_logs(*, replica: str, previous: bool, tail: int) -> Iterator[LogLine]:
+        asked.append((replica, previous, tail))
+        yield LogLine(replica, "last words")
+
+    report = failure_report(job, read_logs)
+    if job.succeeded:
+        assert report is None
+        return
+    assert report is not None and report.state == job.state and report.message == job.message
+    if replica is None:
+        assert report.replica is None and asked == []
+    else:
+        assert report.replica is not None and report.replica.tag == replica
+        assert asked == [(replica, previous, 20)] and report.lines == ["last words"]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "location"),
+    [
+        ({}, None),
+        ({"kctl-train.io/run-root": "file:///s/ns/j/"}, StorageLocation("file:///s/ns/j/")),
+        (
+            {
+                "kctl-train.io/run-root": "s3://b/p/ns/j/",
+                "kctl-train.io/storage-endpoint": "http://minio:9000",
+                "kctl-train.io/storage-region": "eu-west-1",
+            },
+            StorageLocation("s3://b/p/ns/j/", "http://minio:9000", "eu-west-1"),
+        ),
+    ],
+)
+def test_the_run_is_found_through_the_annotations(
+    annotations: dict[str, str], location: StorageLocation | None
+) -> None:
+    assert StorageLocation.of({"metadata": {"annotations": annotations}}) == location
+
+
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        str(QUICKSTART),
+        QUICKSTART,
+        QUICKSTART.read_text(),
+        load_job_text(QUICKSTART.read_text()).job.model_dump(mode="json", by_alias=True),
+        load_job_text(QUICKSTART.read_text()).job,
+    ],
+    ids=["path-str", "path", "yaml-text", "dict", "TrainingJob"],
+)
+def test_the_client_takes_a_job_in_any_form(given: Any) -> None:
+    assert load(given).job == load_job_text(QUICKSTART.read_text()).job
+
+
+def test_bad_job_inputs_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="no such file"):
+        load(tmp_path / "missing.yaml")
+    with pytest.raises(SpecError):
+        load({"apiVersion": "kctl-train/v1alpha1", "kind": "TrainingJob"})
+    with pytest.raises(BadInput, match="not int"):
+        load(3)  # type: ignore[arg-type]
+    named = load(job_yaml("j", "  command: [x]\n").replace("{name: j}", "{name: j, namespace: a}"))
+    with pytest.raises(BadInput, match="-n says 'b'"):
+        with_namespace(named, "b", force=False)
+    assert with_namespace(named, "b", force=True).metadata.namespace == "b"
+    assert with_namespace(named, None, force=False).metadata.namespace == "a"
