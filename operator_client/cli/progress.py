@@ -25,7 +25,7 @@ class StatusLine:
     def __init__(self) -> None:
         self._live: Any = None
         self._last_plain = ""
-        self._last_time = 0.0
+        self._last_time = time.monotonic()  # the first plain line after PLAIN_EVERY
         if colour():
             from rich.console import Console
             from rich.status import Status
