@@ -7,6 +7,7 @@ Pure: importing this module costs nothing (json and dataclasses only).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 # The trainer container: its program and what the renderer puts in its environment.
@@ -84,6 +85,14 @@ class Progress:
             )
         except (ValueError, KeyError, TypeError):
             return None
+
+    @classmethod
+    def newest(cls, lines: Iterable[str]) -> Progress | None:
+        """The last progress any of `lines` reports (None: none does)."""
+        found = None
+        for line in lines:
+            found = cls.parse(line) or found
+        return found
 
     def text(self) -> str:
         """For people: `epoch 2, step 120/300, loss 0.0312, 78.1 steps/s`."""

@@ -176,6 +176,9 @@ def test_delete_removes_the_job_and_keeps_its_data(harness: Harness) -> None:
     assert handle.delete(wait=True) is True
     assert harness.client.backend.get("default", "conf") is None
     assert handle.delete() is False
+    assert harness.client.delete("conf", missing_ok=True) is False
+    with pytest.raises(JobNotFound):
+        harness.client.delete("conf")
     with pytest.raises(JobNotFound):
         harness.client.job("conf")
     assert store.exists("keep.txt")

@@ -57,6 +57,13 @@ def test_lines_that_are_not_progress(line: str) -> None:
     assert Progress.parse(line) is None
 
 
+def test_the_newest_progress_of_a_stretch_of_log() -> None:
+    first, last = Progress(epoch=0, step=10), Progress(epoch=0, step=20, loss=0.5)
+    lines = ["starting", first.line(), "checkpoint step 10 committed", last.line(), "noise"]
+    assert Progress.newest(lines) == last
+    assert Progress.newest(["no progress here"]) is None
+
+
 def cond(type_: str, status: str = "True") -> Condition:
     return Condition(type_, status)
 

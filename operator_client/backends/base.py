@@ -9,11 +9,12 @@ tests/test_backend_conformance.py holds every backend to these docstrings.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..contract import ENDPOINT_ANNOTATION, REGION_ANNOTATION, RUN_ROOT_ANNOTATION, Progress
+from ..errors import BadInput, NoStorage
 from ..kubeflow import lifecycle as lc
 from ..storage import ObjectStore, open_store
 
@@ -183,8 +184,6 @@ class Backend(abc.ABC):
         user choose one. Pure of side effects on the job's state; the default changes
         nothing and refuses `storage`."""
         if storage is not None:
-            from ..errors import BadInput
-
             raise BadInput(f"--storage: the {self.name} backend stores where the spec says")
         return job, None
 
@@ -214,7 +213,9 @@ class Backend(abc.ABC):
         """5. Every job of a namespace (None: of all), ordered by namespace and name."""
 
     @abc.abstractmethod
-    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+    def watch(
+        self, namespace: str, name: str, *, heartbeat: float = 1.0
+    ) -> Generator[Event, None, None]:
         """6. The job's life as events, until it has ended. The first event is a
         JobChanged; then a JobChanged at least every `heartbeat` seconds and on every
         change, a ConditionReached once for each condition that begins to hold, a
@@ -261,8 +262,6 @@ class Backend(abc.ABC):
         """10. The store holding the run's objects, for collect. `endpoint` replaces the
         job's S3 endpoint (the pods' may be in-cluster, unreachable from here).
         NoStorage when the job was rendered without storage."""
-        from ..errors import NoStorage
-
         where = view.storage
         if where is None:
             raise NoStorage(
@@ -303,8 +302,6 @@ def pick(replicas: Sequence[Replica], tag: str | None) -> list[Replica]:
         return list(replicas)
     chosen = [r for r in replicas if r.tag == tag]
     if not chosen and replicas:
-        from ..errors import BadInput
-
         raise BadInput(f"no replica {tag!r}; the job has {', '.join(r.tag for r in replicas)}")
     return chosen
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import EXIT_FAILED, EXIT_OK, JobNotFound
+from ..errors import EXIT_FAILED, EXIT_OK
 from ..kubeflow import lifecycle as lc
 from . import output
 from .job_commands import client_for
@@ -46,11 +46,6 @@ def logs(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
     client = client_for(args)
-    namespace = args.namespace or "default"
-    if client.backend.get(namespace, args.name) is None:
-        if args.ignore_not_found:
-            return EXIT_OK
-        raise JobNotFound(client.backend.missing(namespace, args.name))
-    client.backend.delete(namespace, args.name, wait=args.wait)
-    print(f"pytorchjob.kubeflow.org/{args.name} deleted ({client.backend.name})")
+    if client.delete(args.name, wait=args.wait, missing_ok=args.ignore_not_found):
+        print(f"pytorchjob.kubeflow.org/{args.name} deleted ({client.backend.name})")
     return EXIT_OK

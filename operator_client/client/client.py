@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_for
 from ..backends.base import Backend, Finding, JobView
-from ..errors import BackendError, PreflightFailed
+from ..errors import BackendError, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import webhook_errors
+from .collecting import Collected, collect_run
 from .handle import JobHandle
 from .jobs import load, with_namespace
 
@@ -126,8 +127,24 @@ class Client:
         return handle
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
-        """The job's view now."""
-        return self.job(name, namespace).status()
+        """The job's view now (JobNotFound when there is none)."""
+        return JobHandle(self.backend, name, namespace or self.namespace or "default").status()
+
+    def delete(
+        self,
+        name: str,
+        namespace: str | None = None,
+        *,
+        wait: bool = False,
+        missing_ok: bool = False,
+    ) -> bool:
+        """Stop the job and remove its record (stored objects stay). False when there was
+        none and `missing_ok`; JobNotFound otherwise."""
+        ns = namespace or self.namespace or "default"
+        deleted = self.backend.delete(ns, name, wait=wait)
+        if not deleted and not missing_ok:
+            raise JobNotFound(self.backend.missing(ns, name))
+        return deleted
 
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job of a namespace (None: the client's, else all)."""
@@ -144,10 +161,9 @@ class Client:
         all_checkpoints: bool = False,
         concurrency: int = 16,
         progress: Any = None,
-    ) -> Any:
+    ) -> Collected:
         """Collect a run straight from its storage URI (no job record needed)."""
         from ..storage import open_store, run_root
-        from .collecting import collect_run
 
         ns = namespace or self.namespace or "default"
         store = open_store(run_root(uri, ns, name), endpoint=endpoint, concurrency=concurrency)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Backend, Event, Finding, JobView, LogLine, Submitted
+from ..backends.base import Backend, Event, Finding, JobChanged, JobView, LogLine, Submitted
 from ..errors import JobNotFound, WaitTimeout
 from .collecting import Collected, collect_run
 from .failure import FailureReport, failure_report
@@ -37,7 +37,7 @@ class JobHandle:
             raise JobNotFound(self.backend.missing(self.namespace, self.name))
         return view
 
-    def events(self, heartbeat: float = 1.0) -> Iterator[Event]:
+    def events(self, heartbeat: float = 1.0) -> Generator[Event, None, None]:
         """The job's life as events until it ends (Backend.watch)."""
         return self.backend.watch(self.namespace, self.name, heartbeat=heartbeat)
 
@@ -53,16 +53,16 @@ class JobHandle:
             for event in events:
                 if on_event is not None:
                     on_event(event)
-                view = getattr(event, "view", None)
-                if view is not None:
-                    final = view
+                if isinstance(event, JobChanged):
+                    final = event.view
                 if timeout is not None and time.monotonic() - started > timeout:
                     raise WaitTimeout(
                         f"pytorchjob/{self.name} still runs after {timeout:g}s; it goes on"
                     )
         finally:
-            events.close()  # type: ignore[attr-defined]
-        return final if final is not None else self.status()
+            events.close()
+        assert final is not None  # a watch ends with the ended job's JobChanged
+        return final
 
     def logs(
         self,

@@ -8,10 +8,11 @@ needs no cluster and never loads the kubernetes package.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,6 @@ from ..base import (
     LogLine,
     ProgressReport,
     Replica,
-    ReplicaNote,
     StorageLocation,
     Submitted,
     conditions_of,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 # Aliases: inside the class, `list` is the Backend method.
 Pods = list[dict[str, Any]]
 Replicas = list[Replica]
+Warnings = dict[str, list[str]]  # a Pending pod's Warning events, by pod
 
 PODS_EVERY = 2.0  # seconds between pod listings while watching (0.5 before any pod exists)
 PENDING_LOGS_TIMEOUT = 300.0  # how long `logs` waits for Pending pods
@@ -114,7 +115,9 @@ class KubernetesBackend(Backend):
         obj: Mapping[str, Any],
         pods: Pods,
         raw: Mapping[str, Any] | None = None,
+        warnings: Warnings | None = None,
     ) -> JobView:
+        """The job and its pods; `warnings` (by pod) join the pods' problems."""
         meta = obj["metadata"]
         conditions = conditions_of(obj)
         state = lc.job_state(conditions)
@@ -126,7 +129,10 @@ class KubernetesBackend(Backend):
             state=state,
             message=conditions[-1].message if conditions else "waiting for the training-operator",
             conditions=conditions,
-            replicas=tuple(_replica(meta["name"], p) for p in pods),
+            replicas=tuple(
+                _replica(meta["name"], p, (warnings or {}).get(p["metadata"]["name"], ()))
+                for p in pods
+            ),
             nodes=replica_count(obj),
             created=_epoch(meta.get("creationTimestamp")),
             started=_epoch(status.get("startTime")),
@@ -136,7 +142,9 @@ class KubernetesBackend(Backend):
             raw=obj if raw is None else raw,
         )
 
-    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+    def watch(
+        self, namespace: str, name: str, *, heartbeat: float = 1.0
+    ) -> Generator[Event, None, None]:
         """A thread follows the job's watch (which wakes only when the job changes); this
         generator lists the pods every PODS_EVERY seconds beside it, for stuck-pod
         reasons, the pods' Warning events and the newest progress line."""
@@ -145,9 +153,7 @@ class KubernetesBackend(Backend):
 
         def pump() -> None:
             try:
-                for obj in self.api.watch_job(
-                    namespace, name, lambda o: lc.job_state(conditions_of(o)) in lc.FINISHED
-                ):
+                for obj in self.api.watch_job(namespace, name, _finished):
                     updates.put(obj)
                     if done.is_set():
                         return
@@ -157,6 +163,7 @@ class KubernetesBackend(Backend):
         threading.Thread(target=pump, name=f"watch-{name}", daemon=True).start()
         obj: dict[str, Any] | None = None
         pods: Pods = []
+        warnings: Warnings = {}
         seen: set[Any] = set()
         progress: Progress | None = None
         listed = 0.0
@@ -170,21 +177,21 @@ class KubernetesBackend(Backend):
                     raise JobNotFound(f"pytorchjob/{name} was deleted") from None
                 if isinstance(item, Exception):
                     raise item
-                if obj is None and item is not None:
-                    yield JobChanged(self._view(item, pods))
-                obj = item if item is not None else obj
+                if item is not None:
+                    if obj is None:
+                        yield JobChanged(self._view(item, pods))
+                    obj = item
                 if obj is None:
                     continue
-                view = self._view(obj, pods)
                 now = time.monotonic()
-                if view.ended or now - listed >= (PODS_EVERY if pods else 0.5):
+                if _finished(obj) or now - listed >= (PODS_EVERY if pods else 0.5):
                     pods, listed = self._pods_or(pods, namespace, name), now
-                    view = self._view(obj, pods)
-                    yield from self._pod_warnings(namespace, pods, seen)
-                    found = self._progress(namespace, view)
+                    warnings = self._warnings(namespace, pods)
+                    found = self._progress(namespace, pods)
                     if found is not None and found != progress:
                         progress = found
                         yield ProgressReport(found)
+                view = self._view(obj, pods, warnings=warnings)
                 yield from new_events(view, seen)
                 yield JobChanged(view)
                 if view.ended:
@@ -198,34 +205,28 @@ class KubernetesBackend(Backend):
         except ClusterError:
             return pods  # a hiccup of the API: the next round tries again
 
-    def _pod_warnings(self, namespace: str, pods: Pods, seen: set[Any]) -> Iterator[Event]:
-        """A Pending pod with nothing in its status yet: the scheduler's and kubelet's
-        warnings (FailedScheduling, FailedMount, ...) are in its events."""
+    def _warnings(self, namespace: str, pods: Pods) -> Warnings:
+        """For a Pending pod with nothing in its status yet: the scheduler's and kubelet's
+        warnings (FailedScheduling, FailedMount, ...) from its events, by pod."""
+        found = {}
         for pod in pods:
-            pod_name = pod["metadata"]["name"]
             if pod_problems(pod) or pod_phase(pod) != "Pending":
                 continue
-            try:
-                warnings = self.api.warnings(namespace, pod_name)
-            except ClusterError:
-                continue
-            for text in warnings:
-                if (pod_name, text) not in seen:
-                    seen.add((pod_name, text))
-                    yield ReplicaNote(pod_name, text)
+            with contextlib.suppress(ClusterError):
+                found[pod["metadata"]["name"]] = self.api.warnings(
+                    namespace, pod["metadata"]["name"]
+                )
+        return found
 
-    def _progress(self, namespace: str, view: JobView) -> Progress | None:
+    def _progress(self, namespace: str, pods: Pods) -> Progress | None:
         """The newest progress line in the last lines of the first running replica."""
-        running = [r for r in view.replicas if r.phase == "Running"]
+        running = [p["metadata"]["name"] for p in pods if pod_phase(p) == "Running"]
         if not running:
             return None
-        found = None
         try:
-            for text in self.api.log_lines(namespace, running[0].name, follow=False, tail=20):
-                found = Progress.parse(text) or found
+            return Progress.newest(self.api.log_lines(namespace, running[0], follow=False, tail=20))
         except ClusterError:
             return None
-        return found
 
     def logs(
         self,
@@ -303,7 +304,7 @@ class KubernetesBackend(Backend):
             if current is None:
                 return None
             job = self.api.find(namespace, name)
-            if job is None or lc.job_state(conditions_of(job)) in lc.FINISHED:
+            if job is None or _finished(job):
                 return None
             if restarts(current) > seen and pod_phase(current) == "Running":
                 return restarts(current)
@@ -325,7 +326,11 @@ class KubernetesBackend(Backend):
         return False
 
 
-def _replica(job_name: str, pod: Mapping[str, Any]) -> Replica:
+def _finished(obj: Mapping[str, Any]) -> bool:
+    return lc.job_state(conditions_of(obj)) in lc.FINISHED
+
+
+def _replica(job_name: str, pod: Mapping[str, Any], warnings: Sequence[str] = ()) -> Replica:
     name = pod["metadata"]["name"]
     return Replica(
         name=name,
@@ -333,7 +338,7 @@ def _replica(job_name: str, pod: Mapping[str, Any]) -> Replica:
         phase=pod_phase(pod),
         restarts=restarts(pod),
         exit_code=_exit_code(pod),
-        problems=tuple(pod_problems(pod)),
+        problems=(*pod_problems(pod), *warnings),
         node=pod.get("spec", {}).get("nodeName") or "-",
     )
 

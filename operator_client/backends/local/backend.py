@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,9 @@ from .logs import tail as tail_lines
 if TYPE_CHECKING:
     from ...spec.model import TrainingJob
 
+# Inside the class, `list` is the Backend method.
+JobDirs = list[JobDir]
+
 # Each replica is a torchrun agent and its workers on this one machine.
 MAX_REPLICAS = 64
 POLL_SECONDS = 0.2
@@ -77,7 +80,7 @@ class LocalBackend(Backend):
         return job
 
     def missing(self, namespace: str, name: str) -> str:
-        known = ", ".join(v.name for v in self.list(namespace)) or "none"
+        known = ", ".join(job.path.name for job in self._jobs(namespace)) or "none"
         return f"no local job {namespace}/{name} (local jobs in {namespace}: {known})"
 
     # 1. prepare
@@ -131,6 +134,8 @@ class LocalBackend(Backend):
         """Start the job's supervisor (`force` has no meaning here: one manager)."""
         namespace, name = _names(manifest)
         job = self.job(namespace, name)
+        # The contract does not assume a check first: a job that cannot start here is
+        # refused before anything is written.
         errors = [f.message for f in self.check(manifest) if f.level == "error"]
         if errors:
             raise BadInput("; ".join(errors))
@@ -184,17 +189,19 @@ class LocalBackend(Backend):
         return self._view(job) if job.exists() else None
 
     def list(self, namespace: str | None = None) -> list[JobView]:
+        return [self._view(job) for job in self._jobs(namespace)]
+
+    def _jobs(self, namespace: str | None) -> JobDirs:
         base = self.root / "local"
         spaces = [base / namespace] if namespace else sorted(base.glob("*"))
         return [
-            self._view(JobDir(d))
-            for space in spaces
-            for d in sorted(space.glob("*"))
-            if (d / "manifest.json").is_file()
+            JobDir(d) for space in spaces for d in sorted(space.glob("*")) if JobDir(d).exists()
         ]
 
-    def _view(self, job: JobDir) -> JobView:
-        manifest = job.manifest()
+    def _view(self, job: JobDir, manifest: Mapping[str, Any] | None = None) -> JobView:
+        """The job from its files; `manifest` when the caller has it (it never changes
+        for a job directory: watch and logs read it once)."""
+        manifest = manifest or job.manifest()
         body = job.status()
         local = body.get("local", {})
         name = manifest["metadata"]["name"]
@@ -226,25 +233,25 @@ class LocalBackend(Backend):
 
     # 6. watch
 
-    def watch(self, namespace: str, name: str, *, heartbeat: float = 1.0) -> Iterator[Event]:
+    def watch(
+        self, namespace: str, name: str, *, heartbeat: float = 1.0
+    ) -> Generator[Event, None, None]:
         job = self._existing(namespace, name)
-        follower = LogFollower({pod: job.log(pod) for pod in _pods(job)})
+        manifest = job.manifest()
+        last = self._view(job, manifest)
+        yield JobChanged(last)
+        last_sent = time.monotonic()
+        follower = LogFollower({r.name: job.log(r.name) for r in last.replicas})
         seen: set[Any] = set()
-        last: JobView | None = None
-        last_sent = 0.0
         progress: Progress | None = None
         while True:
             if not job.exists():
                 raise JobNotFound(f"local job {namespace}/{name} was deleted")
-            view = self._view(job)
-            if last is None:
-                yield JobChanged(view)
-                last, last_sent = view, time.monotonic()
-            for _, text in follower.poll(final=view.ended):
-                found = Progress.parse(text)
-                if found is not None and found != progress:
-                    progress = found
-                    yield ProgressReport(found)
+            view = self._view(job, manifest)
+            found = Progress.newest(text for _, text in follower.poll(final=view.ended))
+            if found is not None and found != progress:
+                progress = found
+                yield ProgressReport(found)
             yield from new_events(view, seen)
             now = time.monotonic()
             if view != last or now - last_sent >= heartbeat or view.ended:
@@ -269,14 +276,15 @@ class LocalBackend(Backend):
         """One file per replica holds every run of it (`previous` reads the same file:
         each restart is marked in it by the supervisor)."""
         job = self._existing(namespace, name)
-        chosen = pick(self._view(job).replicas, replica)
+        manifest = job.manifest()
+        chosen = pick(self._view(job, manifest).replicas, replica)
         if tail is not None:
             for r in chosen:
                 yield from (LogLine(r.tag, text) for text in tail_lines(job.log(r.name), tail))
             return
         follower = LogFollower({r.tag: job.log(r.name) for r in chosen})
         while True:
-            ended = not follow or self._view(job).ended
+            ended = not follow or self._view(job, manifest).ended
             yield from (LogLine(tag, text) for tag, text in follower.poll(final=ended))
             if ended:
                 return
@@ -339,10 +347,6 @@ class LocalBackend(Backend):
 def _names(manifest: Mapping[str, Any]) -> tuple[str, str]:
     meta = manifest["metadata"]
     return meta.get("namespace", "default"), meta["name"]
-
-
-def _pods(job: JobDir) -> list[str]:
-    return [r.name for r in lc.replicas_of(job.manifest())]
 
 
 def _mtime(path: Path) -> float | None:
