@@ -190,6 +190,19 @@ def test_a_response_body_that_breaks_off_is_retried(
         assert proxy.resets > 0
 
 
+def test_an_error_answer_that_breaks_off_is_retried(moto_endpoint: str, bucket: str) -> None:
+    # botocore reads the body of an error answer to a streaming request (a GET of a
+    # missing key: 404 with an XML body) outside its own error wrapping, so a reset there
+    # surfaces as urllib3's ProtocolError; it must be retried like any broken answer.
+    with FaultProxy(moto_endpoint, seed=3) as proxy:
+        proxy.reset_fraction = 0.5
+        flaky = open_store(f"s3://{bucket}/runs/default/j/", endpoint=proxy.endpoint)
+        for _ in range(8):
+            with pytest.raises(StoreError, match="NoSuchKey"):
+                flaky.get_bytes("outputs/val/missing.json")
+        assert proxy.resets > 0
+
+
 def test_an_s3_outage_is_waited_out_within_patience(moto_endpoint: str, bucket: str) -> None:
     import threading
 

@@ -16,6 +16,7 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from urllib3.exceptions import ProtocolError
 
 from .base import ObjectInfo, ObjectStore, Progress, StoreError
 from .keys import join_key
@@ -27,6 +28,9 @@ _BUSY = {"SlowDown", "RequestTimeout", "Throttling", "ThrottlingException", "Ser
 # retries give up after a few seconds, shorter than an ordinary S3 blip.
 DEFAULT_PATIENCE = 60.0
 MAX_BACKOFF = 8.0
+
+# What a store operation can raise: botocore's errors, and what escapes its wrapping.
+_FAILURES = (ClientError, BotoCoreError, ProtocolError, ConnectionError, TimeoutError)
 
 log = logging.getLogger("kctl_train.storage")
 T = TypeVar("T")
@@ -45,6 +49,9 @@ def transient(exc: BaseException) -> bool:
             botocore.exceptions.ConnectionError,
             botocore.exceptions.HTTPClientError,
             botocore.exceptions.IncompleteReadError,
+            # botocore reads a non-streaming answer (a listing, an error body) outside its
+            # own exception wrapping, so a reset mid-answer arrives as urllib3's error.
+            ProtocolError,
             ConnectionError,
             TimeoutError,
         ),
@@ -115,7 +122,7 @@ class S3Store(ObjectStore):
         while True:
             try:
                 return operation()
-            except (ClientError, BotoCoreError, ConnectionError, TimeoutError) as exc:
+            except _FAILURES as exc:
                 if not transient(exc) or time.monotonic() + delay > deadline:
                     raise StoreError(f"{self.url}{key}: {exc}") from exc
                 log.warning("%s%s: %s; retrying in %.1fs", self.url, key, exc, delay)
