@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-client
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench clean system-packages image image-if-possible image-test
 
 # torch first and pinned: this version has a CPU wheel on the machines we build on; an
 # unpinned torch (asked for by lightning) would download a multi-GB CUDA build.
@@ -53,8 +53,28 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint $(SCAN_STAMP) $(TORCHX_STAMP)
+# The image is built before the suite where it can be (root here and in CI: buildah), so
+# tests/test_image.py runs the quickstart from it; elsewhere that test skips, saying why.
+test: lint $(SCAN_STAMP) $(TORCHX_STAMP) system-packages image-if-possible
 	$(BIN)/pytest
+
+# Debian packages the tests use: iproute2 for pod sandboxes (tests/test_pod_sandbox.py).
+system-packages:
+	@images/system-packages.sh iproute2:ip
+
+# The trainer image: docker build where an engine runs, else buildah from a base built
+# locally with debootstrap (images/build.sh; ~5 min on a fresh machine, cached after).
+image:
+	@images/system-packages.sh buildah:buildah debootstrap:debootstrap
+	images/build.sh
+
+image-if-possible:
+	@images/system-packages.sh buildah:buildah debootstrap:debootstrap
+	@if [ "$$(id -u)" = 0 ] && command -v buildah >/dev/null; then images/build.sh; \
+	else echo "not building the trainer image (needs root and buildah, or Docker)"; fi
+
+image-test: $(STAMP) image
+	$(BIN)/pytest tests/test_image.py tests/test_pod_sandbox.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/startup.py

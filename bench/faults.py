@@ -50,7 +50,7 @@ PROGRESS = re.compile(r'\[rank 0\] kctl-train\.progress \{"epoch":\d+,"step":(\d
 RESUMED = re.compile(r"resuming from checkpoints/step-(\d+)")
 
 
-def job_yaml(name: str, storage: str, backoff: int = 6) -> str:
+def job_yaml(name: str, storage: str, backoff: int = 6, grace: str = "30s") -> str:
     return f"""\
 apiVersion: kctl-train/v1alpha1
 kind: TrainingJob
@@ -64,7 +64,7 @@ spec:
     trainer: {{max_steps: {STEPS}, log_every_n_steps: {LOG_EVERY}}}
   nodes: 2
   checkpoint: {{every: {EVERY} steps, keep: 2}}
-  fault: {{backoffLimit: {backoff}, terminationGracePeriod: 30s}}
+  fault: {{backoffLimit: {backoff}, terminationGracePeriod: {grace}}}
   storage: {storage}
 """
 
@@ -132,12 +132,13 @@ class Run:
     work: Path
     storage: str
     backoff: int = 6
+    grace: str = "30s"
     env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.env = {**os.environ, "KCTL_TRAIN_HOME": str(self.work / "home"), "NO_COLOR": "1"}
         self.file = self.work / f"{self.name}.yaml"
-        self.file.write_text(job_yaml(self.name, self.storage, self.backoff))
+        self.file.write_text(job_yaml(self.name, self.storage, self.backoff, self.grace))
         self.jobdir = self.work / "home" / "local" / "default" / self.name
         logs = self.jobdir / "logs"
         self.logs = LogWatch([logs / f"{self.name}-{r}.log" for r in ("master-0", "worker-0")])
@@ -177,6 +178,17 @@ class Run:
             return self.apply.wait(timeout)
         finally:
             self.logs.stop()
+
+    def kctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KCTL, *args, "--local"], env=self.env, cwd=self.work, capture_output=True, text=True
+        )
+
+    def chaos(self, *args: str) -> None:
+        """`kctl-train chaos NAME ...` (pod sandboxes: the local backend's default as root)."""
+        done = self.kctl("chaos", self.name, *args)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip())
 
     def orphans(self) -> int:
         return len(pod_processes.find(pod_processes.job_prefix(self.jobdir)))
@@ -280,6 +292,21 @@ def outage_during_upload(run: Run, proxy: FaultProxy) -> None:
     outage("reset", 6)(run, proxy)
 
 
+def partition(replica: str, seconds: float) -> Fault:
+    """Cut the replica's pod off the network (peers and store) for `seconds`."""
+
+    def fault(run: Run, proxy: FaultProxy) -> None:
+        run.chaos("partition", replica, "--for", f"{seconds:g}s")
+        time.sleep(seconds)
+
+    return fault
+
+
+def slow_worker(run: Run, proxy: FaultProxy) -> None:
+    run.chaos("slow", "worker-0", "--delay", "100", "--loss", "2", "--for", "10s")
+    time.sleep(10)
+
+
 TRAINING: dict[str, Fault] = {
     "kill-worker": kill_worker,
     "kill-master-replica": kill_master_replica,
@@ -290,6 +317,11 @@ TRAINING: dict[str, Fault] = {
     "s3-503-training": outage("503", 10),
     "s3-reset-upload": outage_during_upload,
     "s3-blackhole": outage("blackhole", 10),
+    # Pod sandboxes only (root): the replica's network namespace loses its link.
+    "partition-worker-10s": partition("worker-0", 10),
+    "partition-master-10s": partition("master-0", 10),
+    "partition-worker-90s": partition("worker-0", 90),
+    "slow-worker": slow_worker,
 }
 
 
@@ -304,16 +336,20 @@ def training_case(fault: Fault, work: Path, endpoint: str, name: str) -> Outcome
         step = run.logs.last_step(at)
         fault(run, proxy)
         ended = time.monotonic()
-        resumed = run.logs.wait(RESUMED, at, 240)
-        after = time.monotonic() if resumed else ended
-        progress = run.logs.wait(PROGRESS, after, 240)
-        seen = next((t for t, line in run.logs.lines if t >= after and PROGRESS.search(line)), None)
         code = run.finish()
-    lost = max(0, step - int(resumed.group(1))) if resumed else 0
+    # Training resumed: the first progress after a restart's "resuming from", or, where
+    # the job rode the fault out without a restart, the first progress after the fault.
+    resumed = next(
+        ((t, m) for t, line in run.logs.lines if t >= at and (m := RESUMED.search(line))), None
+    )
+    after = resumed[0] if resumed else ended
+    seen = next((t for t, line in run.logs.lines if t >= after and PROGRESS.search(line)), None)
+    lost = max(0, step - int(resumed[1].group(1))) if resumed else 0
     orphans = run.orphans()
     rows = rows_once(run.results / "outputs/val/all.csv")
-    held = code == 0 and orphans == 0 and rows and lost <= EVERY + LOG_EVERY and bool(progress)
-    return Outcome(held, (seen - at) if seen else None, lost, orphans, rows, f"exit {code}")
+    held = code == 0 and orphans == 0 and rows and lost <= EVERY + LOG_EVERY and seen is not None
+    how = f"resumed from step {resumed[1].group(1)}" if resumed else "no restart"
+    return Outcome(held, (seen - at) if seen else None, lost, orphans, rows, f"exit {code}, {how}")
 
 
 def store_full(work: Path, endpoint: str, name: str) -> Outcome:
@@ -345,6 +381,43 @@ def store_full(work: Path, endpoint: str, name: str) -> Outcome:
         return Outcome(held, None, None, orphans, rows, f"{note}; re-apply resumed {where}")
     finally:
         subprocess.run(["umount", "-l", str(disk)])
+
+
+def stopped_with_grace(grace: str) -> Callable[[Path, str, str], Outcome]:
+    """`kctl-train delete` mid-run with a short terminationGracePeriod (SIGTERM, then
+    SIGKILL when it is over): an emergency checkpoint is committed in time, or the last
+    one stays intact; applying again resumes from the newest and finishes."""
+
+    def case(work: Path, endpoint: str, name: str) -> Outcome:
+        storage = f"{{uri: 's3://{BUCKET}/runs', endpoint: '{endpoint}'}}"
+        run = Run(name, work, storage, grace=grace)
+        run.start()
+        run.wait_committed()
+        time.sleep(random.uniform(0, 2))
+        at = time.monotonic()
+        step = run.logs.last_step(at)
+        deleted = run.kctl("delete", name)
+        run.finish()
+        emergency = run.logs.wait(re.compile(r"emergency checkpoint committed"), at, 1)
+        again = Run(name, work, storage, grace=grace)
+        again.start()
+        resumed = again.logs.wait(RESUMED, 0, 240)
+        seen = again.logs.wait(PROGRESS, 0, 240)
+        progress_at = next((t for t, line in again.logs.lines if PROGRESS.search(line)), None)
+        code = again.finish()
+        lost = max(0, step - int(resumed.group(1))) if resumed else None
+        rows = rows_once(again.results / "outputs/val/all.csv")
+        orphans = run.orphans() + again.orphans()
+        held = (
+            deleted.returncode == 0 and code == 0 and bool(resumed) and bool(seen) and rows
+            and orphans == 0 and lost is not None and lost <= EVERY + LOG_EVERY
+        )  # fmt: skip
+        how = "emergency checkpoint committed" if emergency else "no emergency checkpoint"
+        # Seconds from the delete to training again, the re-apply (at once) included.
+        resume_s = progress_at - at if progress_at else None
+        return Outcome(held, resume_s, lost, orphans, rows, f"{how}; re-apply exit {code}")
+
+    return case
 
 
 def collect_through_resets(work: Path, endpoint: str, name: str) -> Outcome:
@@ -383,6 +456,8 @@ CASES: dict[str, Callable[[Path, str, str], Outcome]] = {
         for name, fault in TRAINING.items()
     },
     "store-full": store_full,
+    "delete-grace-5s": stopped_with_grace("5s"),
+    "delete-grace-1s": stopped_with_grace("1s"),
     "collect-reset-10pct": collect_through_resets,
 }
 

@@ -102,3 +102,9 @@ class Progress:
         if self.rate is not None:
             parts.append(f"{self.rate:.1f} steps/s")
         return ", ".join(parts)
+
+
+# Faults a local job's replicas can be given to rehearse failures (`kctl-train chaos`,
+# JobHandle.inject): SIGKILL every process; cut the network; add latency and loss; undo.
+KILL, PARTITION, SLOW, HEAL = "kill", "partition", "slow", "heal"
+FAULTS = (KILL, PARTITION, SLOW, HEAL)

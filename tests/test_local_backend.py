@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from operator_client.backends.local.sandbox.support import MODE_ENV, PROCESS
 from operator_client.runstore import checkpoints
 from operator_client.storage import open_store
 
@@ -300,7 +301,7 @@ def running(pid: int) -> bool:
 def test_status_and_delete_after_the_supervisor_died(tmp_path: Path, env: dict[str, str]) -> None:
     path = job_file(tmp_path, "orphan", "  command: [sleep, '120']\n")
     out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)  # no --wait: detached
-    assert out.returncode == 0 and "created (local)" in out.stdout, out.stderr
+    assert out.returncode == 0 and "created (local, " in out.stdout, out.stderr
     body = status_of("orphan", env, tmp_path)
     replica = body["local"]["replicas"][0]["pid"]
     assert replica and running(replica)
@@ -328,10 +329,13 @@ ESCAPES = (
 
 def apply_escaping_job(tmp_path: Path, env: dict[str, str], name: str) -> tuple[Path, Path]:
     """Apply (detached) a job whose replica leaves an escaped process; returns the
-    directory its PIDs are recorded in, and the job file."""
+    directory its PIDs are recorded in, and the job file. As processes: the marker
+    sweep is what these tests prove (in a pod sandbox, PID 1's end ends them all, and
+    test_pod_sandbox.py proves that)."""
     pids = tmp_path / "pids"
     pids.mkdir()
     path = job_file(tmp_path, name, ESCAPES.format(pids=pids))
+    env[MODE_ENV] = PROCESS
     out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     return pids, path

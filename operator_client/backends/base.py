@@ -13,8 +13,17 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..contract import ENDPOINT_ANNOTATION, REGION_ANNOTATION, RUN_ROOT_ANNOTATION, Progress
-from ..errors import BadInput, NoStorage
+from ..contract import (
+    ENDPOINT_ANNOTATION,
+    HEAL,
+    KILL,
+    PARTITION,
+    REGION_ANNOTATION,
+    RUN_ROOT_ANNOTATION,
+    SLOW,
+    Progress,
+)
+from ..errors import BackendError, BadInput, NoStorage
 from ..kubeflow import lifecycle as lc
 from ..storage import ObjectStore, open_store
 
@@ -24,8 +33,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Finding:
-    """One result of a preflight check. `level` "error" stops a submit; `bad_input`: the
-    job itself cannot run on this backend (exit code 2), not the place it would run."""
+    """One result of a preflight check. `level` "error" stops a submit, "warning" is
+    shown, "info" says how the job would run (`doctor`); `bad_input`: the job itself
+    cannot run on this backend (exit code 2), not the place it would run."""
 
     level: str
     message: str
@@ -163,6 +173,26 @@ class LogLine:
     text: str
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A fault to inject into one replica, to rehearse failures (Backend.inject)."""
+
+    action: str  # one of contract.FAULTS
+    replica: str  # the replica's pod name
+    seconds: float | None = None  # partition, slow: heal after this long (None: until healed)
+    delay_ms: int = 200
+    loss_percent: float = 0.0
+
+    def describe(self) -> str:
+        what = {
+            KILL: "killed (SIGKILL to every process)",
+            PARTITION: "cut off the network",
+            SLOW: f"slowed ({self.delay_ms} ms latency, {self.loss_percent:g}% loss)",
+            HEAL: "network restored",
+        }[self.action]
+        return what + (f" for {self.seconds:g}s" if self.seconds else "")
+
+
 class Backend(abc.ABC):
     """Runs rendered PyTorchJobs. Jobs are named by (namespace, name).
 
@@ -251,6 +281,11 @@ class Backend(abc.ABC):
         """9. What an interrupted wait does to the job: stop it gracefully (its
         replicas commit an emergency checkpoint) or, with force, at once. False when
         the backend leaves a job running when its watcher goes (a cluster)."""
+
+    def inject(self, namespace: str, name: str, fault: Fault) -> str:
+        """11. Inject `fault` into one replica of a running job; what was done.
+        BackendError where this backend cannot (the default)."""
+        raise BackendError(f"fault injection is not available on the {self.name} backend")
 
     def missing(self, namespace: str, name: str) -> str:
         """The message for a job that is not there (JobNotFound)."""

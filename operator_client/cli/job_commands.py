@@ -16,6 +16,7 @@ from ..errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    BadInput,
     KctlTrainError,
     PreflightFailed,
     WaitTimeout,
@@ -101,9 +102,13 @@ def apply(args: argparse.Namespace) -> int:
     )
 
 
-def _findings(findings: Sequence[Finding]) -> None:
+def _findings(findings: Sequence[Finding], *, info: bool = False) -> None:
     for finding in findings:
-        (console.error if finding.level == "error" else console.warning)(finding.message)
+        if finding.level == "info":
+            if info:
+                console.info(finding.message)
+        else:
+            (console.error if finding.level == "error" else console.warning)(finding.message)
 
 
 def wait(args: argparse.Namespace) -> int:
@@ -281,8 +286,27 @@ def doctor(args: argparse.Namespace) -> int:
     client = client_for(args)
     job = _job_input(args.file)
     findings = client.preflight(job, force_namespace=args.force_namespace)
-    _findings(findings)
-    if not findings:
+    _findings(findings, info=True)
+    if all(f.level == "info" for f in findings):
         name = client.render(job)["metadata"]["name"]
         print(f"pytorchjob/{name}: the {client.backend.name} backend is ready for it")
     return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK
+
+
+def chaos(args: argparse.Namespace) -> int:
+    """`kctl-train chaos`: inject a fault into one replica of a running local job."""
+    from ..spec.units import parse_duration
+
+    try:
+        seconds = parse_duration(args.duration) if args.duration else None
+    except ValueError as exc:
+        raise BadInput(f"--for: {exc}") from None
+    prefix = f"{args.name}-"
+    replica = args.replica if args.replica.startswith(prefix) else prefix + args.replica
+    done = (
+        client_for(args)
+        .job(args.name)
+        .inject(args.action, replica, seconds=seconds, delay_ms=args.delay, loss_percent=args.loss)
+    )
+    print(f"{replica}: {done}")
+    return EXIT_OK

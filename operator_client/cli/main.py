@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..contract import FAULTS
 from ..errors import EXIT_INTERRUPTED, EXIT_OK
 from ..version import __version__
 
@@ -189,6 +190,28 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--wait", action="store_true", help="cluster: return once the job and its pods are gone"
     )
     delete.set_defaults(handler="delete")
+
+    chaos = sub.add_parser(
+        "chaos",
+        help="rehearse a failure on a local job: kill a replica, cut its network, slow it",
+        description="Inject a fault into one replica of a running local job: kill (SIGKILL "
+        "to every process of the pod), partition (its link down: no peer, no store), slow "
+        "(latency and loss with netem), heal (undo). partition and slow need pod sandboxes "
+        "(`kctl-train doctor --local` says whether this machine runs them).",
+    )
+    chaos.add_argument("name", metavar="NAME")
+    chaos.add_argument("action", choices=FAULTS, metavar="|".join(FAULTS))
+    chaos.add_argument("replica", metavar="REPLICA", help="master-0, worker-1 (or the pod name)")
+    _where(chaos)
+    chaos.add_argument(
+        "--for",
+        dest="duration",
+        metavar="DURATION",
+        help="partition, slow: heal after this long, e.g. 20s (default: until `heal`)",
+    )
+    chaos.add_argument("--delay", type=int, default=200, metavar="MS", help="slow: latency")
+    chaos.add_argument("--loss", type=float, default=0.0, metavar="PERCENT", help="slow: loss")
+    chaos.set_defaults(handler="chaos")
 
     collect = sub.add_parser(
         "collect",

@@ -8,8 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Backend, Event, Finding, JobChanged, JobView, LogLine, Submitted
-from ..errors import JobNotFound, WaitTimeout
+from ..backends.base import (
+    Backend,
+    Event,
+    Fault,
+    Finding,
+    JobChanged,
+    JobView,
+    LogLine,
+    Submitted,
+)
+from ..contract import FAULTS
+from ..errors import BadInput, JobNotFound, WaitTimeout
 from .collecting import Collected, collect_run
 from .failure import FailureReport, failure_report
 
@@ -116,6 +126,22 @@ class JobHandle:
         """Stop the job (locally: with an emergency checkpoint; force: at once). False
         where the backend leaves it running (a cluster)."""
         return self.backend.stop(self.namespace, self.name, force=force)
+
+    def inject(
+        self,
+        action: str,
+        replica: str,
+        *,
+        seconds: float | None = None,
+        delay_ms: int = 200,
+        loss_percent: float = 0.0,
+    ) -> str:
+        """Inject a fault into one replica (kill, partition, slow, heal) to rehearse a
+        failure; what was done. Local jobs only; partition and slow need pod sandboxes."""
+        if action not in FAULTS:
+            raise BadInput(f"fault {action!r}: use one of {', '.join(FAULTS)}")
+        fault = Fault(action, replica, seconds, delay_ms, loss_percent)
+        return self.backend.inject(self.namespace, self.name, fault)
 
     def delete(self, *, wait: bool = False) -> bool:
         """Stop the job and remove its record; stored checkpoints stay. False: none."""

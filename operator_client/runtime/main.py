@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -34,8 +35,15 @@ def torchrun_argv(plan: LaunchPlan, command: Sequence[str] | None) -> list[str]:
     return [*plan.torchrun_args(), *entry]
 
 
+def _stop_early(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train-runtime` console script."""
+    # PID 1 of a pod: the kernel drops a signal it has no handler for, so a pod deleted
+    # before torchrun's agent sets its own would sit out its whole grace period.
+    signal.signal(signal.SIGTERM, _stop_early)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -58,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if isinstance(plan, InWorker):
         from .worker import main as worker_main
+
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a worker is not PID 1: its own rules
 
         return worker_main()
     # In-place restarts are unreliable when workers share the rendezvous store

@@ -30,6 +30,7 @@ from ...storage import StoreError
 from ..base import (
     Backend,
     Event,
+    Fault,
     Finding,
     JobChanged,
     JobView,
@@ -43,11 +44,13 @@ from ..base import (
     pick,
     replica_count,
 )
-from . import pod_processes
+from . import chaos, pod_processes
 from .jobdir import JobDir, write_json
+from .launch import ImageRoot, load_mode, save_mode
 from .local_env import container_of, replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
+from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 
 if TYPE_CHECKING:
     from ...spec.model import TrainingJob
@@ -67,8 +70,20 @@ class LocalBackend(Backend):
     flag = " --local"
     store_reachable = True  # prepare() made sure of it
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, pods: str | None = None, image: ImageRoot | None = None
+    ) -> None:
+        """`pods`: auto (pod sandboxes where this machine can run them, else processes),
+        sandbox or process; default $KCTL_TRAIN_LOCAL_PODS, else auto. `image`: run the
+        replicas from an image's root filesystem (sandboxes only)."""
         self.root = root or home()
+        self.pods = pods or os.environ.get(MODE_ENV) or AUTO
+        if self.pods not in MODES:
+            raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
+        self.image = image
+
+    def _requested(self) -> str:
+        return SANDBOX if self.image else self.pods
 
     def job(self, namespace: str, name: str) -> JobDir:
         return JobDir.of(namespace, name, self.root)
@@ -118,6 +133,12 @@ class LocalBackend(Backend):
                 )
             ]
         findings = []
+        location = StorageLocation.of(manifest)
+        try:
+            mode = choose(self._requested(), location.endpoint if location else None)
+            findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
+        except OSError as exc:
+            findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
         for replica in lc.replicas_of(manifest):
             try:
                 replica_command(container_of(manifest, replica.type), bindir)
@@ -136,9 +157,11 @@ class LocalBackend(Backend):
         job = self.job(namespace, name)
         # The contract does not assume a check first: a job that cannot start here is
         # refused before anything is written.
-        errors = [f.message for f in self.check(manifest) if f.level == "error"]
+        errors = [f for f in self.check(manifest) if f.level == "error"]
+        if any(f.bad_input for f in errors):
+            raise BadInput("; ".join(f.message for f in errors))
         if errors:
-            raise BadInput("; ".join(errors))
+            raise LocalJobError("; ".join(f.message for f in errors))
         if dry_run:
             return Submitted(None, "checked", dict(manifest), dry_run=True, how="local")
         if job.exists() and job.supervisor_alive():
@@ -157,9 +180,15 @@ class LocalBackend(Backend):
                 f"processes {left} of the earlier run of {namespace}/{name} still run and "
                 "do not end on SIGKILL; stop them before applying again"
             )
+        location = StorageLocation.of(manifest)
+        try:
+            mode = choose(self._requested(), location.endpoint if location else None)
+        except OSError as exc:
+            raise LocalJobError(f"{exc}; run as processes with {MODE_ENV}=process") from None
         shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
+        save_mode(job, mode, self.image)
         with job.supervisor_log.open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "operator_client.backends.local.supervisor", str(job.path)],
@@ -178,8 +207,9 @@ class LocalBackend(Backend):
 
     def _submitted(self, job: JobDir, verb: str, resumes: int | None) -> Submitted:
         view = self._view(job)
+        how = f"local, {load_mode(job)[0].describe()}"
         return Submitted(
-            view, verb, view.raw, how="local", resume_step=resumes, logs_at=str(job.path / "logs")
+            view, verb, view.raw, how=how, resume_step=resumes, logs_at=str(job.path / "logs")
         )
 
     # 4, 5. get, list
@@ -318,6 +348,18 @@ class LocalBackend(Backend):
         reason = "killed by a second Ctrl-C" if force else "stopped by Ctrl-C"
         return self._signal(job, reason, force=force)
 
+    # 11. inject
+
+    def inject(self, namespace: str, name: str, fault: Fault) -> str:
+        """Through the job's supervisor (chaos.py), which heals a timed fault on time."""
+        job = self._existing(namespace, name)
+        if not job.supervisor_alive():
+            raise LocalJobError(f"local job {namespace}/{name} is not running")
+        ok, message = chaos.request(job, fault)
+        if not ok:
+            raise LocalJobError(f"{fault.action} {fault.replica}: {message}")
+        return message
+
     @staticmethod
     def _signal(job: JobDir, reason: str, *, force: bool = False) -> bool:
         """Ask the supervisor to stop the job (SIGTERM, or SIGINT to kill at once).
@@ -404,9 +446,16 @@ def _kill_orphans(job: JobDir) -> list[int]:
             continue
         cmdline = Path(f"/proc/{pid}/cmdline")
         try:
-            if cmdline.parent.parent.is_dir() and b"kctl-train" not in cmdline.read_bytes():
+            program = cmdline.read_bytes() if cmdline.parent.parent.is_dir() else b"kctl-train"
+            if b"kctl-train" not in program and b"operator_client" not in program:
                 continue  # the PID was reused by something else
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError, FileNotFoundError):
             continue
-    return pod_processes.kill_all(pod_processes.job_prefix(job.path))
+    left = pod_processes.kill_all(pod_processes.job_prefix(job.path))
+    if load_mode(job)[0].sandboxed:
+        from .sandbox.network import PodNetwork
+        from .sandbox.pods import release
+
+        release(PodNetwork.of(job.path, [r.name for r in lc.replicas_of(job.manifest())]))
+    return left

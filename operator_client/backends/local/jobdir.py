@@ -4,11 +4,15 @@
     manifest.json     the PyTorchJob being run
     status.json       its status (conditions, replica statuses, per-replica detail)
     logs/<pod>.log    each replica's output, across restarts
-    pods/<pod>/tmp    each replica's private /tmp
+    pods/<pod>/tmp    each replica's private /tmp (processes)
+    pods/<pod>/pod.json, root/   its sandbox's description and assembly point (sandboxes)
     pods/<pod>/termination-log   why the replica last failed (its terminationMessagePath)
     supervisor.lock   held (flock) by the supervisor process while it lives
     supervisor.log    the supervisor's own output
     stop              a stop request (its reason), written before signalling the supervisor
+    pods.json         how the replicas run: pod sandboxes or processes, and why (launch.py)
+    hosts, resolv.conf   the pods' /etc/hosts and /etc/resolv.conf (sandboxes)
+    chaos/*.json      fault requests for the supervisor (`kctl-train chaos`)
 """
 
 from __future__ import annotations
@@ -62,15 +66,26 @@ class JobDir:
     def stop_file(self) -> Path:
         return self.path / "stop"
 
+    @property
+    def pods_file(self) -> Path:
+        return self.path / "pods.json"
+
+    @property
+    def chaos_dir(self) -> Path:
+        return self.path / "chaos"
+
     def log(self, pod: str) -> Path:
         return self.path / "logs" / f"{pod}.log"
 
+    def pod_dir(self, pod: str) -> Path:
+        return self.path / "pods" / pod
+
     def tmp(self, pod: str) -> Path:
-        return self.path / "pods" / pod / "tmp"
+        return self.pod_dir(pod) / "tmp"
 
     def termination_log(self, pod: str) -> Path:
         """The replica's terminationMessagePath: why it last failed, in its own words."""
-        return self.path / "pods" / pod / "termination-log"
+        return self.pod_dir(pod) / "termination-log"
 
     def exists(self) -> bool:
         return self.manifest_file.is_file()

@@ -1,6 +1,7 @@
 """What one replica process of a local run gets: the `pytorch` container's command and env
 as the kubelet resolves them, plus exactly the variables the training-operator adds
-(kubeflow/operator_env.py), with this job's Service hostnames mapped to loopback.
+(kubeflow/operator_env.py); as plain processes, this job's Service hostnames map to
+loopback.
 
 Pure functions; the supervisor starts the processes.
 """
@@ -83,31 +84,34 @@ def replica_env(
     manifest: Mapping[str, Any],
     replica: Replica,
     *,
-    port: int,
     base: Mapping[str, str],
-    tmpdir: Path,
+    port: int | None = None,
+    tmpdir: Path | None = None,
+    pod_ip: str | None = None,
 ) -> dict[str, str]:
     """The environment of one replica's process.
 
-    `base` is the caller's environment (PATH, the virtualenv) without LEAKY_PREFIXES;
-    `tmpdir` stands in for the pod's own /tmp emptyDir (TMPDIR, and HOME when the
-    container points HOME there), so replicas never share scratch files."""
+    `base` is the caller's environment (PATH, the virtualenv) without LEAKY_PREFIXES.
+    As processes sharing this machine (no `pod_ip`): Service names map to loopback,
+    `port` replaces the rendezvous port, `tmpdir` stands in for the pod's own /tmp
+    (TMPDIR, and HOME when the container points HOME there). In a pod sandbox
+    (`pod_ip`, its own address): Service names resolve through the sandbox's
+    /etc/hosts and /tmp is the pod's own, as on a cluster."""
     container = container_of(manifest, replica.type)
     inherited = {k: v for k, v in base.items() if not k.startswith(LEAKY_PREFIXES)}
+    sandboxed = pod_ip is not None
+    address = str if sandboxed else loopback_for(manifest["metadata"]["name"])
     env = {
         **inherited,
-        **resolve_env(container, pod_ip=LOOPBACK, secrets=secrets_from_env(container, base)),
-        **operator_env(
-            manifest,
-            replica.type,
-            replica.index,
-            address=loopback_for(manifest["metadata"]["name"]),
-            port=port,
+        **resolve_env(
+            container, pod_ip=pod_ip or LOOPBACK, secrets=secrets_from_env(container, base)
         ),
+        **operator_env(manifest, replica.type, replica.index, address=address, port=port),
     }
-    env["TMPDIR"] = str(tmpdir)
-    if env.get("HOME") == POD_TMP:
-        env["HOME"] = str(tmpdir)
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+        if env.get("HOME") == POD_TMP:
+            env["HOME"] = str(tmpdir)
     return env
 
 

@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,9 +26,9 @@ from ...contract import TERMINATION_LOG_ENV
 from ...kubeflow import lifecycle as lc
 from ...kubeflow import pytorchjob as pj
 from ...kubeflow.pod_env import PodEnvError
-from . import pod_processes
+from . import chaos, pod_processes
 from .jobdir import JobDir, write_json
-from .local_env import LOOPBACK, container_of, replica_command, replica_env
+from .launch import Pods, pods_for
 
 POLL_SECONDS = 0.2
 # A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5 min).
@@ -42,13 +41,6 @@ def rfc3339(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
-def free_port() -> int:
-    """A port nothing listens on now: the job's rendezvous port."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
 class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
@@ -59,11 +51,10 @@ class Supervisor:
         self.restart_at: dict[str, float] = {}
         self.conditions: list[lc.Condition] = []
         self.counted_restarts = 0
-        self.port = free_port()
         self.started = time.time()
         self.completed: float | None = None
         self.env = dict(env)
-        self.bindir = Path(sys.executable).parent
+        self.pods: Pods | None = None
         self.stop_requested = False
         self.kill_requested = False
         self._written: dict[str, Any] | None = None
@@ -86,6 +77,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         try:
+            self.pods = pods_for(self.job, self.manifest)
             self._supervise()
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
@@ -93,6 +85,8 @@ class Supervisor:
             self._write()
             raise
         finally:
+            if self.pods is not None:
+                self.pods.close()
             os.close(lock)
         return 0
 
@@ -112,6 +106,7 @@ class Supervisor:
             self._reap()
             self._restart_due()
             self._check_deadline()
+            self._faults()
             if self.stop_requested and not self._finished():
                 self._finish(lc.SUSPENDED, "Stopped", self._stop_reason())
             self._write()
@@ -140,21 +135,17 @@ class Supervisor:
     # replicas
 
     def _start(self, replica: lc.Replica) -> None:
-        container = container_of(self.manifest, replica.type)
-        tmp = self.job.tmp(replica.name)
-        tmp.mkdir(parents=True, exist_ok=True)
-        env = replica_env(self.manifest, replica, port=self.port, base=self.env, tmpdir=tmp)
-        # Every process of the replica carries this, however it re-parents (pod_processes).
-        env[pod_processes.MARKER] = pod_processes.marker_of(self.job.path, replica.name)
+        assert self.pods is not None
         # The container's terminationMessagePath: the runtime writes why it failed there.
         termination = self.job.termination_log(replica.name)
+        termination.parent.mkdir(parents=True, exist_ok=True)
         termination.unlink(missing_ok=True)
-        env[TERMINATION_LOG_ENV] = str(termination)
-        # The caller's directory plays the image's WORKDIR: its modules are importable.
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (os.getcwd(), self.env.get("PYTHONPATH", "")) if p
-        )
-        command = replica_command(container, self.bindir)
+        extra = {
+            # Every process of the replica carries this, however it re-parents.
+            pod_processes.MARKER: pod_processes.marker_of(self.job.path, replica.name),
+            TERMINATION_LOG_ENV: str(termination),
+        }
+        command, env = self.pods.launch(replica, self.env, extra)
         log = self.job.log(replica.name)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
@@ -167,6 +158,20 @@ class Supervisor:
                 start_new_session=True,  # its own process group: the container's processes
             )
         self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE, exit_code=None)
+
+    def _faults(self) -> None:
+        """Apply fault requests (`kctl-train chaos`) and heal timed ones that are over."""
+        assert self.pods is not None
+        for path, fault in chaos.pending(self.job):
+            try:
+                done = self.pods.fault(fault)
+            except (ValueError, OSError) as exc:
+                chaos.answer(path, False, str(exc))
+                continue
+            self._note(fault.replica, f"fault injected: {done}")
+            chaos.answer(path, True, done)
+        for name in self.pods.due():
+            self._note(name, "fault over: network restored")
 
     def _note(self, name: str, text: str) -> None:
         with self.job.log(name).open("a") as fh:
@@ -319,7 +324,7 @@ class Supervisor:
             "local": {
                 "state": lc.job_state(self.conditions),
                 "supervisorPid": os.getpid(),
-                "port": self.port,
+                **(self.pods.status() if self.pods else {}),
                 "workdir": os.getcwd(),
                 "countedRestarts": self.counted_restarts,
                 "started": self.started,
@@ -335,6 +340,7 @@ class Supervisor:
                         "message": r.message,
                         "pid": self.procs[r.name].pid if r.name in self.procs else None,
                         "log": str(self.job.log(r.name)),
+                        **(self.pods.replica_status(r.name) if self.pods else {}),
                     }
                     for r in self.replicas.values()
                 ],

@@ -1,0 +1,138 @@
+"""How the supervisor starts a replica: as a plain process sharing this machine, or as a
+pod sandbox (sandbox/). Each job's way is chosen when it is submitted (pods.json in its
+directory) and shown in its status."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...contract import KILL
+from ...kubeflow import lifecycle as lc
+from ...kubeflow.lifecycle import Replica
+from ..base import Fault
+from . import pod_processes
+from .jobdir import JobDir, write_json
+from .local_env import LOOPBACK, container_of, replica_command, replica_env
+from .sandbox.support import PROCESS, PodsMode
+
+Launch = tuple[list[str], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ImageRoot:
+    """An image's root filesystem to run the replicas from (None: this machine's root,
+    with the installed package standing in for the image), with the image's config."""
+
+    path: str
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"
+
+
+def save_mode(job: JobDir, mode: PodsMode, image: ImageRoot | None) -> None:
+    write_json(job.pods_file, {**asdict(mode), "image": asdict(image) if image else None})
+
+
+def load_mode(job: JobDir) -> tuple[PodsMode, ImageRoot | None]:
+    try:
+        raw = json.loads(job.pods_file.read_text())
+    except FileNotFoundError:  # started by a kctl-train before pod sandboxes
+        return PodsMode(PROCESS, "started before pod sandboxes", "not enforced"), None
+    image = raw.pop("image", None)
+    return PodsMode(**raw), ImageRoot(**image) if image else None
+
+
+class Pods(ABC):
+    """The replicas' way of running, for the supervisor."""
+
+    def __init__(self, job: JobDir, manifest: Mapping[str, Any], mode: PodsMode) -> None:
+        self.job, self.manifest, self.mode = job, manifest, mode
+
+    @abstractmethod
+    def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
+        """The command to start `replica` and that command's environment. `env` is the
+        caller's; `extra` goes to every process of the replica."""
+
+    def status(self) -> dict[str, Any]:
+        return {"mode": self.mode.mode, "why": self.mode.why, "memoryLimits": self.mode.memory}
+
+    def replica_status(self, name: str) -> dict[str, Any]:
+        return {}
+
+    def _known(self, replica: str) -> None:
+        names = [r.name for r in lc.replicas_of(self.manifest)]
+        if replica not in names:
+            raise ValueError(f"no replica {replica!r} (replicas: {', '.join(names)})")
+
+    def fault(self, fault: Fault) -> str:
+        """Apply one fault (chaos.py); what was done, for the replica's log. ValueError
+        for a fault this way of running cannot apply."""
+        self._known(fault.replica)
+        if fault.action != KILL:
+            raise ValueError(
+                f"{fault.action} needs pod sandboxes; this job runs as {self.mode.describe()}"
+            )
+        pod_processes.kill_all(pod_processes.marker_of(self.job.path, fault.replica), exact=True)
+        return fault.describe()
+
+    def due(self) -> list[str]:
+        """Replicas whose timed fault is over, healed now (called every round)."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - processes hold nothing beyond themselves
+        """The job has ended: release what the pods held."""
+
+
+def free_port() -> int:
+    """A port nothing listens on now: the job's rendezvous port."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+class ProcessPods(Pods):
+    """Replicas as processes of this machine: one loopback (a free rendezvous port, the
+    Service names mapped to 127.0.0.1), a private TMPDIR each, the caller's user."""
+
+    def __init__(self, job: JobDir, manifest: Mapping[str, Any], mode: PodsMode) -> None:
+        super().__init__(job, manifest, mode)
+        self.port = free_port()
+
+    def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
+        tmp = self.job.tmp(replica.name)
+        tmp.mkdir(parents=True, exist_ok=True)
+        full = replica_env(self.manifest, replica, port=self.port, base=env, tmpdir=tmp)
+        full.update(extra)
+        # The caller's directory plays the image's WORKDIR: its modules are importable.
+        full["PYTHONPATH"] = host_pythonpath(env)
+        command = replica_command(container_of(self.manifest, replica.type), bindir())
+        return command, full
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "port": self.port}
+
+
+def bindir() -> Path:
+    """Where the installed package's commands are: beside this Python."""
+    return Path(sys.executable).parent
+
+
+def host_pythonpath(env: Mapping[str, str]) -> str:
+    return os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+
+
+def pods_for(job: JobDir, manifest: Mapping[str, Any]) -> Pods:
+    """The job's way of running, as submitted."""
+    mode, image = load_mode(job)
+    if not mode.sandboxed:
+        return ProcessPods(job, manifest, mode)
+    from .sandbox.pods import SandboxPods
+
+    return SandboxPods(job, manifest, mode, image)

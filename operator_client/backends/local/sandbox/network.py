@@ -1,0 +1,148 @@
+"""The pods' network on this machine: a bridge per job, and per replica a network
+namespace joined to it by a veth pair, with an address of its own in a /24 made here
+(10.213.0.0/16, never routed anywhere). Nothing is NATed: pods reach each other, and
+the host reaches them at the bridge's address; the store is relayed in (relay.py).
+
+Fault injection works on the host end of a pod's veth: link down (a partition), netem
+(latency, loss).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
+NETNS_DIR = Path("/run/netns")
+
+
+class NetworkError(OSError):
+    pass
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run iproute2's `ip`; NetworkError with its message when it fails and `check`."""
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip() or done.returncode}")
+    return done
+
+
+def _used_networks() -> set[ipaddress.IPv4Network]:
+    out = ip("-o", "-4", "addr", "show", check=False).stdout
+    used = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            used.add(ipaddress.IPv4Interface(fields[fields.index("inet") + 1]).network)
+    return used
+
+
+def key_of(job_path: Path) -> str:
+    return hashlib.sha256(str(job_path.resolve()).encode()).hexdigest()[:8]
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """One job's network: `key` names its links and namespaces (8 hex digits of the job's
+    directory: interface names have at most 15 characters)."""
+
+    key: str
+    subnet: ipaddress.IPv4Network
+    pods: tuple[str, ...]
+
+    @classmethod
+    def plan(cls, job_path: Path, pods: Sequence[str]) -> PodNetwork:
+        """Choose the job's /24: derived from its directory, the next free one if taken."""
+        key = key_of(job_path)
+        subnets = list(SUPERNET.subnets(new_prefix=24))
+        start = int(key, 16) % len(subnets)
+        used = _used_networks()
+        for offset in range(len(subnets)):
+            subnet = subnets[(start + offset) % len(subnets)]
+            if subnet not in used:
+                return cls(key, subnet, tuple(pods))
+        raise NetworkError(f"no free /24 left in {SUPERNET} for pod networks")
+
+    @classmethod
+    def of(cls, job_path: Path, pods: Sequence[str]) -> PodNetwork:
+        """The job's network by name only (to remove what a killed supervisor left)."""
+        return cls(key_of(job_path), SUPERNET, tuple(pods))
+
+    @property
+    def bridge(self) -> str:
+        return f"ktb{self.key}"
+
+    @property
+    def gateway(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    def address(self, pod: str) -> str:
+        return str(self.subnet.network_address + 2 + self.pods.index(pod))
+
+    def addresses(self) -> dict[str, str]:
+        return {pod: self.address(pod) for pod in self.pods}
+
+    def netns(self, pod: str) -> str:
+        return f"kt{self.key}-{self.pods.index(pod)}"
+
+    def netns_path(self, pod: str) -> Path:
+        return NETNS_DIR / self.netns(pod)
+
+    def veth(self, pod: str) -> str:
+        """The host end of the pod's veth pair."""
+        return f"ktv{self.key}{self.pods.index(pod):03d}"
+
+    def create(self) -> None:
+        """The bridge and every pod's namespace, veth and address (anything of an earlier
+        run of the job is removed first)."""
+        self.destroy()
+        prefix = self.subnet.prefixlen
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", f"{self.gateway}/{prefix}", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for pod in self.pods:
+            ns, veth = self.netns(pod), self.veth(pod)
+            ip("netns", "add", ns)
+            ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("link", "set", veth, "master", self.bridge, "up")
+            ip("-n", ns, "addr", "add", f"{self.address(pod)}/{prefix}", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+            ip("-n", ns, "route", "add", "default", "via", self.gateway)
+
+    def destroy(self) -> None:
+        """Remove what create() made; what is already gone is not an error."""
+        for pod in self.pods:
+            ip("link", "del", self.veth(pod), check=False)
+            ip("netns", "del", self.netns(pod), check=False)
+        ip("link", "del", self.bridge, check=False)
+
+    # faults
+
+    def partition(self, pod: str, cut: bool) -> None:
+        """Cut the pod off the network (its link down) or join it again."""
+        ip("link", "set", self.veth(pod), "down" if cut else "up")
+
+    def slow(self, pod: str, delay_ms: int, loss_percent: float) -> None:
+        """Latency and loss on the pod's link, both ways (netem on each end)."""
+        netem = ["netem", "delay", f"{delay_ms}ms", "loss", f"{loss_percent}%"]
+        _tc("qdisc", "replace", "dev", self.veth(pod), "root", *netem)
+        _tc("qdisc", "replace", "dev", "eth0", "root", *netem, netns=self.netns(pod))
+
+    def heal(self, pod: str) -> None:
+        """Undo partition() and slow()."""
+        ip("link", "set", self.veth(pod), "up", check=False)
+        _tc("qdisc", "del", "dev", self.veth(pod), "root", check=False)
+        _tc("qdisc", "del", "dev", "eth0", "root", netns=self.netns(pod), check=False)
+
+
+def _tc(*args: str, netns: str | None = None, check: bool = True) -> None:
+    command = ["tc", *args] if netns is None else ["ip", "netns", "exec", netns, "tc", *args]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise NetworkError(f"{' '.join(command)}: {done.stderr.strip() or done.returncode}")

@@ -1,0 +1,119 @@
+"""What one replica's pod sandbox is, computed from the rendered PyTorchJob: a pure
+function, serialised to JSON for the shim (shim.py) that builds it.
+
+Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
+container's (readOnlyRootFilesystem, capabilities dropped, allowPrivilegeEscalation
+false), its emptyDir volumes (/tmp, /dev/shm with sizeLimit), the memory limit, a
+hostname that is the pod's name, and an address of its own. The sandbox maps each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ....spec.units import parse_quantity
+from ..local_env import container_of
+
+# A pod without runAsUser runs as the image's user; the trainer image's is 10001.
+DEFAULT_UID = 10001
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path shown at the same path inside the sandbox."""
+
+    path: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """An emptyDir: a tmpfs at `target`, `size` bytes at most (None: the kernel default)."""
+
+    target: str
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class PodSandbox:
+    pod: str  # the hostname, as the pod's name is on a cluster
+    netns: str  # the network namespace to join (a path under /run/netns)
+    rootfs: str  # "/" for the host's root, or an image's root filesystem
+    stage: str  # an empty directory where the sandbox's root is assembled
+    uid: int
+    gid: int
+    read_only_root: bool
+    tmpfs: tuple[Tmpfs, ...]
+    binds: tuple[Bind, ...]
+    files: dict[str, str]  # path inside -> file shown there (/etc/hosts, /etc/resolv.conf)
+    workdir: str
+    memory_limit: int | None = None
+    cgroup_name: str = ""  # the pod's cgroup under kctl-train/ (memory limit)
+    termination_log: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> PodSandbox:
+        raw = json.loads(text)
+        raw["tmpfs"] = tuple(Tmpfs(**t) for t in raw["tmpfs"])
+        raw["binds"] = tuple(Bind(**b) for b in raw["binds"])
+        raw["command"] = tuple(raw["command"])
+        return cls(**raw)
+
+
+def _bytes(quantity: str | None) -> int | None:
+    return int(parse_quantity(quantity)) if quantity else None
+
+
+def emptydirs(manifest: Mapping[str, Any], replica_type: str) -> tuple[Tmpfs, ...]:
+    """The container's emptyDir mounts as tmpfs, each with its sizeLimit (a disk-backed
+    emptyDir has no size of its own: it gets the container's memory limit, which a
+    tmpfs counts against anyway)."""
+    template = manifest["spec"]["pytorchReplicaSpecs"][replica_type]["template"]["spec"]
+    container = container_of(manifest, replica_type)
+    limit = _bytes(container.get("resources", {}).get("limits", {}).get("memory"))
+    volumes = {v["name"]: v for v in template.get("volumes", [])}
+    mounts = []
+    for mount in container.get("volumeMounts", []):
+        volume = volumes.get(mount["name"], {})
+        if "emptyDir" in volume:
+            size = _bytes(volume["emptyDir"].get("sizeLimit")) or limit
+            mounts.append(Tmpfs(mount["mountPath"], size))
+    return tuple(mounts)
+
+
+def identity(manifest: Mapping[str, Any], replica_type: str) -> tuple[int, int, bool]:
+    """uid, gid and whether the root filesystem is read-only, from the security contexts
+    (the container's wins over the pod's, as in Kubernetes)."""
+    template = manifest["spec"]["pytorchReplicaSpecs"][replica_type]["template"]["spec"]
+    pod = template.get("securityContext", {})
+    container = container_of(manifest, replica_type).get("securityContext", {})
+    uid = int(container.get("runAsUser", pod.get("runAsUser", DEFAULT_UID)))
+    gid = int(container.get("runAsGroup", pod.get("runAsGroup", uid)))
+    return uid, gid, bool(container.get("readOnlyRootFilesystem", False))
+
+
+def memory_limit(manifest: Mapping[str, Any], replica_type: str) -> int | None:
+    limits = container_of(manifest, replica_type).get("resources", {}).get("limits", {})
+    return _bytes(limits.get("memory"))
+
+
+# No cluster DNS here: a lookup of any name not in /etc/hosts (a reverse lookup of a
+# peer, say) fails at once at the pod's loopback, as a cluster's DNS answers NXDOMAIN,
+# instead of waiting for this machine's resolver, which the pod cannot reach.
+RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+
+
+def hosts_file(addresses: Mapping[str, str]) -> str:
+    """/etc/hosts of every sandbox: each pod's name (its headless Service's name) to its
+    address, as the cluster's DNS answers for the operator's per-replica Services."""
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{address}\t{pod}" for pod, address in sorted(addresses.items())]
+    return "\n".join(lines) + "\n"

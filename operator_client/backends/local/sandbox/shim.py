@@ -1,0 +1,183 @@
+"""The per-replica sandbox launcher (a container runtime's shim, in small): run as root
+by the supervisor as `python -m operator_client.backends.local.sandbox.shim POD.json`.
+
+It joins the pod's network namespace, takes new mount, PID, UTS and IPC namespaces and
+forks the container's first process, which assembles the pod's root (podspec.py), enters
+it, drops to the pod's uid with no capabilities and execs the container's command as
+PID 1 of the pod. The shim stays outside: it places that process in the pod's memory
+cgroup, forwards signals to it (SIGTERM from a pod deletion) and exits as it exits. When
+PID 1 ends, the kernel ends every other process of the pod: no trainer outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from . import cgroups, linux
+from .podspec import PodSandbox
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+_MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
+
+
+def _inside(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _ensure(target: Path, like: str) -> None:
+    """A mount point for `like` at `target`: a directory or an empty file."""
+    if os.path.isdir(like):
+        target.mkdir(parents=True, exist_ok=True)
+    elif not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+
+
+def _open_to(path: str, uid: int, gid: int) -> bool:
+    """Whether the pod's user may traverse the directory `path` of this machine."""
+    st = os.stat(path)
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    return bool(st.st_mode & (0o010 if st.st_gid == gid else 0o001))
+
+
+def _within(path: str, regions: set[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in regions)
+
+
+def _tmpfs(target: Path, options: str) -> None:
+    linux.mount("tmpfs", target, "tmpfs", _MOUNT_FLAGS, options)
+
+
+def expose(root: Path, path: str, uid: int, gid: int, made: set[str]) -> None:
+    """Show this machine's `path` at the same place in the pod's root, as an image holds
+    its files: readable by the pod's user even where a directory on the way is private
+    to another (a home of mode 0700, pytest's temporary directories). Such a directory is
+    replaced by an empty tmpfs holding only the way to `path`; a private `path` itself by
+    one holding each of its entries. `made`: directories of the pod's root that are ours
+    (tmpfs), where the way is made with mkdir."""
+    parts = Path(path).parts
+    for depth in range(2, len(parts)):
+        step = str(Path(*parts[:depth]))
+        target = _inside(root, step)
+        if _within(step, made) or not target.exists():
+            target.mkdir(exist_ok=True)
+        elif not _open_to(step, uid, gid):
+            _tmpfs(target, "mode=755")
+            made.add(step)
+    target = _inside(root, path)
+    if os.path.isdir(path) and not _open_to(path, uid, gid):
+        if _within(path, made):
+            target.mkdir(exist_ok=True)
+        else:
+            _tmpfs(target, "mode=755")
+            made.add(path)
+        for entry in os.scandir(path):
+            _ensure(target / entry.name, entry.path)
+            linux.mount(entry.path, target / entry.name, None, linux.MS_BIND)
+        return
+    _ensure(target, path)
+    linux.mount(path, target, None, linux.MS_BIND)
+
+
+def build_root(pod: PodSandbox) -> Path:
+    """Assemble the pod's root at `pod.stage` (in this process's private mount namespace)."""
+    os.umask(0o022)
+    root = Path(pod.stage)
+    linux.mount("none", Path("/"), None, linux.MS_REC | linux.MS_PRIVATE)
+    linux.mount(pod.rootfs, root, None, linux.MS_BIND | linux.MS_REC)
+    if os.path.realpath(pod.rootfs) != "/":
+        linux.mount("/dev", root / "dev", None, linux.MS_BIND | linux.MS_REC)
+    made: set[str] = set()
+    for tmpfs in pod.tmpfs:
+        target = _inside(root, tmpfs.target)
+        target.mkdir(parents=True, exist_ok=True)
+        size = f",size={tmpfs.size}" if tmpfs.size else ""
+        _tmpfs(target, f"mode=1777{size}")
+        made.add(tmpfs.target)
+    # Parents first: a path below another is shown on top of it, not hidden under it.
+    # Not recursive: what is mounted below a path on this machine is not the pod's.
+    for bind in sorted(pod.binds, key=lambda b: len(Path(b.path).parts)):
+        expose(root, bind.path, pod.uid, pod.gid, made)
+    for path, source in sorted(pod.files.items()):
+        target = _inside(root, path)
+        _ensure(target, source)
+        linux.mount(source, target, None, linux.MS_BIND)
+    if pod.read_only_root:
+        linux.set_read_only(root, read_only=True, recursive=True)
+        for path in [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]:
+            linux.set_read_only(_inside(root, path), read_only=False, recursive=False)
+    linux.mount("proc", root / "proc", "proc", _MOUNT_FLAGS | linux.MS_NOEXEC)
+    linux.mount("sysfs", root / "sys", "sysfs", _MOUNT_FLAGS | linux.MS_NOEXEC | linux.MS_RDONLY)
+    return root
+
+
+def _container(pod: PodSandbox, ready: int) -> None:
+    """The pod's first process: never returns."""
+    try:
+        os.read(ready, 1)  # placed in the cgroup
+        os.close(ready)
+        root = build_root(pod)
+        linux.sethostname(pod.pod)
+        os.chroot(root)
+        os.chdir(pod.workdir)
+        linux.drop_privileges(pod.uid, pod.gid)
+        os.execvpe(pod.command[0], list(pod.command), pod.env)
+    except BaseException as exc:
+        message = f"the pod sandbox did not start: {exc}"
+        print(f"kctl-train sandbox: {message}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            Path(pod.termination_log).write_text(message)
+    os._exit(128)
+
+
+def run(pod: PodSandbox) -> int:
+    """Start the pod's container, wait for it; its exit status, as the shell gives it."""
+    linux.setns(Path(pod.netns), linux.CLONE_NEWNET)
+    linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC)
+    cgroup = None
+    if pod.memory_limit and not cgroups.why_not():
+        cgroup = cgroups.create(pod.cgroup_name, pod.memory_limit)
+    ready, go = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go)
+        _container(pod, ready)
+    os.close(ready)
+    for signum in FORWARDED:
+        signal.signal(signum, lambda s, _f: os.kill(pid, s))
+    try:
+        if cgroup is not None:
+            cgroup.add(pid)
+    finally:
+        os.write(go, b"x")
+        os.close(go)
+    _, status = os.waitpid(pid, 0)
+    if cgroup is not None:
+        if cgroup.oom_killed():
+            with contextlib.suppress(OSError):
+                Path(pod.termination_log).write_text(
+                    f"OOMKilled: the pod went over its memory limit ({pod.memory_limit} bytes)"
+                )
+        cgroup.remove()
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(
+            "usage: python -m operator_client.backends.local.sandbox.shim POD.json", file=sys.stderr
+        )
+        return 2
+    return run(PodSandbox.from_json(Path(args[0]).read_text()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Pod sandboxes for real (docs/LOCAL_PODS.md): each replica of a local job in its own
+network, mount, PID, UTS and IPC namespaces, as the pod's user with no capabilities, on
+a read-only root with tmpfs emptyDirs, under its memory limit. Runs where this machine
+can make namespaces (root); CI runs as root, so there it always runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operator_client.backends.local import pod_processes
+from operator_client.backends.local.sandbox import support
+from operator_client.backends.local.sandbox.network import PodNetwork
+
+from .test_local_backend import job_file, kctl, status_of
+
+WHY_NOT = support.why_not()
+pytestmark = pytest.mark.skipif(
+    WHY_NOT is not None, reason=f"pod sandboxes are not possible here: {WHY_NOT}"
+)
+
+# What a process inside a replica sees, printed as one JSON line.
+PROBE = r"""
+import errno, getpass, json, os, socket
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return line.split()[1]
+def fstype(path):
+    found = None
+    for line in open("/proc/self/mounts"):
+        dev, point, kind, opts = line.split()[:4]
+        if point == path:
+            found = [kind, opts]
+    return found
+try:
+    open("/kctl-probe", "w")
+    root = "writable"
+except OSError as exc:
+    root = errno.errorcode[exc.errno]
+try:
+    user = getpass.getuser()
+except Exception as exc:
+    user = type(exc).__name__
+job = os.environ["PROBE_JOB"]
+facts = {
+    "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "root": root,
+    "tmp": fstype("/tmp"), "shm": fstype("/dev/shm"), "home": os.environ.get("HOME"),
+    "pod_ip": os.environ["KCTL_TRAIN_POD_IP"], "hostname": socket.gethostname(),
+    "master": socket.gethostbyname(job + "-master-0"), "pid1": open("/proc/1/cmdline").read(),
+    "cap_eff": status("CapEff"), "cap_bnd": status("CapBnd"), "cap_inh": status("CapInh"),
+    "no_new_privs": status("NoNewPrivs"), "user": user,
+}
+os.write(1, ("FACTS " + json.dumps(facts) + "\n").encode())  # one write: no interleaving
+"""
+
+
+def facts_of(log: Path) -> dict[str, Any]:
+    for line in log.read_text().splitlines():
+        if "FACTS {" in line:  # not the agent's echo of the command
+            found: dict[str, Any] = json.loads(line.split("FACTS ", 1)[1])
+            return found
+    raise AssertionError(f"no FACTS line in {log}:\n{log.read_text()[-2000:]}")
+
+
+def test_a_replica_runs_as_a_pod_would(tmp_path: Path) -> None:
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env.pop(support.MODE_ENV, None)
+    path = job_file(
+        tmp_path,
+        "probe",
+        "  command: [python, -c, " + json.dumps(PROBE) + "]\n"
+        "  nodes: 2\n  processesPerNode: 1\n"
+        "  env: {PROBE_JOB: probe}\n"
+        "  resources: {cpu: '1', memory: 1Gi, sharedMemory: 64Mi}\n",
+    )
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "(local, pod sandboxes)" in out.stdout, out.stderr
+    out = kctl("wait", "probe", "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    body = status_of("probe", env, tmp_path)
+    local = body["local"]
+    assert local["mode"] == "sandbox" and local["memoryLimits"] == "enforced"
+    addresses = {r["name"]: r["address"] for r in local["replicas"]}
+    logs = tmp_path / "home/local/default/probe/logs"
+    for name, address in addresses.items():
+        facts = facts_of(logs / f"{name}.log")
+        assert (facts["uid"], facts["gid"], facts["groups"]) == (10001, 10001, [])
+        assert facts["root"] == "EROFS"  # readOnlyRootFilesystem
+        assert facts["tmp"][0] == "tmpfs" and "rw" in facts["tmp"][1].split(",")
+        assert facts["shm"][0] == "tmpfs" and "size=65536k" in facts["shm"][1]  # sizeLimit
+        assert facts["home"] == "/tmp"
+        assert facts["pod_ip"] == address and not address.startswith("127.")
+        assert facts["master"] == addresses["probe-master-0"]  # the Service name resolves
+        assert facts["hostname"] == name
+        assert "kctl-train-runtime" in facts["pid1"]  # the container's command is PID 1
+        assert facts["cap_eff"] == facts["cap_bnd"] == facts["cap_inh"] == "0000000000000000"
+        assert facts["no_new_privs"] == "1"
+        assert facts["user"] in ("KeyError", "OSError")  # uid 10001 has no passwd entry
+    # Everything the job made on this machine is gone with it.
+    key = PodNetwork.plan(tmp_path / "home/local/default/probe", []).key
+    assert (
+        f"kt{key}"
+        not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    )
+    assert not any(
+        n.startswith(f"kt{key}") for n in os.listdir("/run/netns") if os.path.isdir("/run/netns")
+    )
+
+
+def test_the_memory_limit_is_enforced_and_named(tmp_path: Path) -> None:
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    hog = "x = bytearray(700 * 2**20); x[::4096] = b'1' * len(x[::4096]); print('SUR' + 'VIVED')"
+    path = job_file(
+        tmp_path,
+        "hog",
+        f"  command: [python, -c, {json.dumps(hog)}]\n"
+        "  resources: {cpu: '1', memory: 400Mi, sharedMemory: 64Mi}\n"
+        "  fault: {restartPolicy: Never, maxRestarts: 0}\n",
+    )
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    out = kctl("wait", "hog", "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "OOMKilled" in out.stdout + out.stderr
+    log = (tmp_path / "home/local/default/hog/logs/hog-master-0.log").read_text()
+    assert "SURVIVED" not in log
+
+
+def test_nothing_of_a_job_listens_on_the_hosts_loopback(tmp_path: Path) -> None:
+    """The rendezvous store listens in the Master's sandbox, not on this machine."""
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    path = job_file(tmp_path, "quiet", "  command: [sleep, '30']\n  nodes: 2\n")
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pids = [r["pid"] for r in status_of("quiet", env, tmp_path)["local"]["replicas"]]
+            if all(pids):
+                break
+            time.sleep(0.2)
+        time.sleep(3)  # torchrun's agent is up and its store listening
+        listening = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+        assert not re.search(r":23456\b", listening), listening
+    finally:
+        kctl("delete", "quiet", "--local", env=env, cwd=tmp_path)
+
+
+ESCAPING = (
+    "  command: [python, -c, 'import subprocess, time; "
+    'subprocess.Popen(["sleep", "300"], start_new_session=True); time.sleep(300)\']\n'
+)
+
+
+def pod_pids(jobdir: Path, pod: str) -> set[int]:
+    return set(pod_processes.find(pod_processes.marker_of(jobdir, pod), exact=True))
+
+
+def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_chaos_kills_every_process_of_a_pod_and_cuts_its_network(tmp_path: Path) -> None:
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    path = job_file(tmp_path, "esc", ESCAPING)
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    jobdir = tmp_path / "home/local/default/esc"
+    try:
+        # The replica's program, torchrun's worker and the escaped `sleep` in its own session.
+        wait_for(lambda: len(pod_pids(jobdir, "esc-master-0")) >= 3, "the pod did not start")
+        before = pod_pids(jobdir, "esc-master-0")
+        out = kctl("chaos", "esc", "kill", "master-0", "--local", env=env, cwd=tmp_path)
+        assert out.returncode == 0 and "esc-master-0: killed" in out.stdout, out.stderr
+        wait_for(lambda: not before & pod_pids(jobdir, "esc-master-0"), "a process survived")
+        assert "fault injected: killed" in (jobdir / "logs/esc-master-0.log").read_text()
+
+        ns = status_of("esc", env, tmp_path)["local"]["replicas"][0]["netns"]
+        out = kctl("chaos", "esc", "partition", "master-0", "--for", "2s", "--local", env=env,
+                   cwd=tmp_path)  # fmt: skip
+        assert out.returncode == 0 and "cut off the network for 2s" in out.stdout, out.stderr
+
+        def link() -> str:
+            return subprocess.run(
+                ["ip", "-n", ns, "-o", "link", "show", "eth0"], capture_output=True, text=True
+            ).stdout
+
+        assert "NO-CARRIER" in link()
+        wait_for(lambda: "NO-CARRIER" not in link(), "the partition did not heal", 15)
+        out = kctl("chaos", "esc", "slow", "worker-3", "--local", env=env, cwd=tmp_path)
+        assert out.returncode != 0 and "no replica 'esc-worker-3'" in out.stderr
+    finally:
+        kctl("delete", "esc", "--local", env=env, cwd=tmp_path)
+
+
+def test_network_faults_need_sandboxes_and_say_so(tmp_path: Path) -> None:
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env[support.MODE_ENV] = support.PROCESS
+    path = job_file(tmp_path, "plain", "  command: [sleep, '60']\n")
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "(local, processes: KCTL_TRAIN_LOCAL_PODS=process)" in out.stdout
+    try:
+        out = kctl("chaos", "plain", "partition", "master-0", "--local", env=env, cwd=tmp_path)
+        assert out.returncode == 1 and "partition needs pod sandboxes" in out.stderr
+        out = kctl("doctor", str(path), "--local", env=env, cwd=tmp_path)
+        assert "replicas: processes" in out.stderr
+        env.pop(support.MODE_ENV)
+        out = kctl("doctor", str(path), "--local", env=env, cwd=tmp_path)
+        assert "replicas: pod sandboxes; each has its own network namespace" in out.stderr
+    finally:
+        kctl("delete", "plain", "--local", env=env, cwd=tmp_path)
