@@ -56,7 +56,7 @@ lint: $(STAMP)
 # The image is built before the suite where it can be (root here and in CI: buildah), so
 # tests/test_image.py runs the quickstart from it; elsewhere that test skips, saying why.
 test: lint $(SCAN_STAMP) $(TORCHX_STAMP) system-packages image-if-possible
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 # Debian packages the tests use: iproute2 for pod sandboxes (tests/test_pod_sandbox.py).
 system-packages:

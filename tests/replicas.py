@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from operator_client.backends.local.launch import free_port
 from operator_client.backends.local.local_env import container_of, replica_command, replica_env
-from operator_client.backends.local.supervisor import free_port
 from operator_client.kubeflow.lifecycle import replicas_of
 
 

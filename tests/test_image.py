@@ -102,6 +102,7 @@ def test_the_quickstart_runs_from_the_image(
     deadline = time.monotonic() + 240
     while not any("checkpoint step 100 committed" in line.text for line in handle.logs()):
         assert time.monotonic() < deadline, "no checkpoint committed"
+        assert not handle.status().ended, "\n".join(line.text for line in handle.logs())
         time.sleep(0.5)
     description = json.loads(
         (tmp_path / "home/local/default/quickstart/pods/quickstart-master-0/pod.json").read_text()

@@ -7,11 +7,12 @@ the user's command) and restarts them in place up to maxRestarts times.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 from ..contract import EXIT_PREEMPTED
 from ..spec.document import nproc_per_node
@@ -39,11 +40,22 @@ def _stop_early(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def name_the_user(env: MutableMapping[str, str]) -> None:
+    """A pod's uid may have no passwd entry (10001 in a minimal image, an arbitrary uid on
+    OpenShift), and getpass.getuser() then raises: torch's compile caches and other
+    libraries ask it. Name the user after the uid, for this process and the workers."""
+    try:
+        getpass.getuser()
+    except (KeyError, OSError):
+        env["USER"] = f"uid-{os.getuid()}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train-runtime` console script."""
     # PID 1 of a pod: the kernel drops a signal it has no handler for, so a pod deleted
     # before torchrun's agent sets its own would sit out its whole grace period.
     signal.signal(signal.SIGTERM, _stop_early)
+    name_the_user(os.environ)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,

@@ -9,6 +9,7 @@ Fault injection works on the host end of a pod's veth: link down (a partition), 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import ipaddress
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
 NETNS_DIR = Path("/run/netns")
+LOCK = Path("/run/kctl-train-network.lock")
 
 
 class NetworkError(OSError):
@@ -54,6 +56,17 @@ class PodNetwork:
     key: str
     subnet: ipaddress.IPv4Network
     pods: tuple[str, ...]
+
+    @classmethod
+    def make(cls, job_path: Path, pods: Sequence[str]) -> PodNetwork:
+        """plan() and create(), one job at a time on this machine: two jobs starting
+        together would otherwise both take the /24 that neither has taken yet."""
+        NETNS_DIR.parent.mkdir(parents=True, exist_ok=True)
+        with open(LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            network = cls.plan(job_path, pods)
+            network.create()
+        return network
 
     @classmethod
     def plan(cls, job_path: Path, pods: Sequence[str]) -> PodNetwork:
@@ -131,8 +144,16 @@ class PodNetwork:
     def slow(self, pod: str, delay_ms: int, loss_percent: float) -> None:
         """Latency and loss on the pod's link, both ways (netem on each end)."""
         netem = ["netem", "delay", f"{delay_ms}ms", "loss", f"{loss_percent}%"]
-        _tc("qdisc", "replace", "dev", self.veth(pod), "root", *netem)
-        _tc("qdisc", "replace", "dev", "eth0", "root", *netem, netns=self.netns(pod))
+        try:
+            _tc("qdisc", "replace", "dev", self.veth(pod), "root", *netem)
+            _tc("qdisc", "replace", "dev", "eth0", "root", *netem, netns=self.netns(pod))
+        except NetworkError as exc:
+            if "kind is unknown" in str(exc):
+                raise NetworkError(
+                    "latency and loss need the kernel's netem queueing discipline "
+                    "(sch_netem), which this machine's kernel does not have"
+                ) from None
+            raise
 
     def heal(self, pod: str) -> None:
         """Undo partition() and slow()."""

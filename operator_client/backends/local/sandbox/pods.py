@@ -32,6 +32,7 @@ from .relay import LoopbackRelay, loopback_port
 from .support import PodsMode
 
 SHIM = "operator_client.backends.local.sandbox.shim"
+CALLER_IDENTITY = ("USER", "LOGNAME", "USERNAME", "LNAME", "MAIL", "SUDO_USER", "SUDO_UID")
 
 
 def file_store_path(root: str) -> Path | None:
@@ -55,8 +56,7 @@ class SandboxPods(Pods):
         super().__init__(job, manifest, mode)
         self.image = image
         names = [r.name for r in lc.replicas_of(manifest)]
-        self.network = PodNetwork.plan(job.path, names)
-        self.network.create()
+        self.network = PodNetwork.make(job.path, names)
         self.files = {
             "/etc/hosts": self._file("hosts", hosts_file(self.network.addresses())),
             "/etc/resolv.conf": self._file("resolv.conf", RESOLV_CONF),
@@ -106,7 +106,8 @@ class SandboxPods(Pods):
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
         address = self.network.address(replica.name)
         if self.image is None:
-            base: Mapping[str, str] = env
+            # The caller's environment, but not who the caller is: the pod has its own user.
+            base: Mapping[str, str] = {k: v for k, v in env.items() if k not in CALLER_IDENTITY}
             command = replica_command(container, bindir())
             binds += self._host_image()
             workdir = os.getcwd()
@@ -120,6 +121,8 @@ class SandboxPods(Pods):
             # The image's PATH starts with its Python: here, the one running kctl-train.
             pod_env["PATH"] = os.pathsep.join(p for p in (str(bindir()), env.get("PATH")) if p)
         pod_env.update(extra)
+        if any("\0" in text for text in [*pod_env, *pod_env.values(), *command]):
+            raise ValueError("embedded null byte in the container's env or command")
         pod = PodSandbox(
             pod=replica.name,
             netns=str(self.network.netns_path(replica.name)),

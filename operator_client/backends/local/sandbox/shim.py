@@ -103,6 +103,8 @@ def build_root(pod: PodSandbox) -> Path:
     # Not recursive: what is mounted below a path on this machine is not the pod's.
     for bind in sorted(pod.binds, key=lambda b: len(Path(b.path).parts)):
         expose(root, bind.path, pod.uid, pod.gid, made)
+    # As a container runtime does, the working directory is made when the image lacks it.
+    _inside(root, pod.workdir).mkdir(parents=True, exist_ok=True)
     for path, source in sorted(pod.files.items()):
         target = _inside(root, path)
         _ensure(target, source)
