@@ -17,6 +17,7 @@ import pytest
 
 from operator_client import Client
 from operator_client.backends.base import ConditionReached, JobChanged, LogLine
+from operator_client.backends.local import LocalBackend
 from operator_client.errors import BadInput, JobNotFound
 from operator_client.storage import open_store
 
@@ -24,7 +25,9 @@ from .conftest import job_yaml
 from .fake_apiserver import FakeApiServer
 from .test_collect import make_run
 
-BACKENDS = ["local", "kubernetes"]
+# The local backend both ways: pod sandboxes (where possible: the default as root) and
+# plain processes (docs/LOCAL_PODS.md).
+BACKENDS = ["local", "local-processes", "kubernetes"]
 LABEL = "training.kubeflow.org/job-name"
 SUCCEED = "import os, time; print('hello from rank', os.environ['RANK']); time.sleep(2)"
 FAIL = "print('line 1'); print('boom: bad config'); raise SystemExit(3)"
@@ -102,10 +105,11 @@ class Harness:
 def harness(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Harness]:
-    if request.param == "local":
+    if request.param.startswith("local"):
         monkeypatch.setenv("KCTL_TRAIN_HOME", str(tmp_path / "home"))
         monkeypatch.chdir(tmp_path)
-        yield Harness("local", Client("local"), tmp_path)
+        pods = "process" if request.param == "local-processes" else None
+        yield Harness("local", Client(LocalBackend(tmp_path / "home", pods=pods)), tmp_path)
         return
     api = FakeApiServer()
     monkeypatch.setenv("KUBECONFIG", str(api.kubeconfig(tmp_path)))

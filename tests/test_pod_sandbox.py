@@ -63,6 +63,14 @@ os.write(1, ("FACTS " + json.dumps(facts) + "\n").encode())  # one write: no int
 """
 
 
+def sandbox_env(tmp_path: Path) -> dict[str, str]:
+    """The caller's environment with a home of the test's own; the machine, not a
+    KCTL_TRAIN_LOCAL_PODS of the caller, decides how the replicas run."""
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env.pop(support.MODE_ENV, None)
+    return env
+
+
 def facts_of(log: Path) -> dict[str, Any]:
     for line in log.read_text().splitlines():
         if "FACTS {" in line:  # not the agent's echo of the command
@@ -72,8 +80,7 @@ def facts_of(log: Path) -> dict[str, Any]:
 
 
 def test_a_replica_runs_as_a_pod_would(tmp_path: Path) -> None:
-    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
-    env.pop(support.MODE_ENV, None)
+    env = sandbox_env(tmp_path)
     path = job_file(
         tmp_path,
         "probe",
@@ -118,7 +125,7 @@ def test_a_replica_runs_as_a_pod_would(tmp_path: Path) -> None:
 
 
 def test_the_memory_limit_is_enforced_and_named(tmp_path: Path) -> None:
-    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env = sandbox_env(tmp_path)
     hog = "x = bytearray(700 * 2**20); x[::4096] = b'1' * len(x[::4096]); print('SUR' + 'VIVED')"
     path = job_file(
         tmp_path,
@@ -138,7 +145,7 @@ def test_the_memory_limit_is_enforced_and_named(tmp_path: Path) -> None:
 
 def test_nothing_of_a_job_listens_on_the_hosts_loopback(tmp_path: Path) -> None:
     """The rendezvous store listens in the Master's sandbox, not on this machine."""
-    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env = sandbox_env(tmp_path)
     path = job_file(tmp_path, "quiet", "  command: [sleep, '30']\n  nodes: 2\n")
     out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -174,7 +181,7 @@ def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> Non
 
 
 def test_chaos_kills_every_process_of_a_pod_and_cuts_its_network(tmp_path: Path) -> None:
-    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env = sandbox_env(tmp_path)
     path = job_file(tmp_path, "esc", ESCAPING)
     assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
     jobdir = tmp_path / "home/local/default/esc"
@@ -212,7 +219,7 @@ def test_chaos_kills_every_process_of_a_pod_and_cuts_its_network(tmp_path: Path)
 
 
 def test_network_faults_need_sandboxes_and_say_so(tmp_path: Path) -> None:
-    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env = sandbox_env(tmp_path)
     env[support.MODE_ENV] = support.PROCESS
     path = job_file(tmp_path, "plain", "  command: [sleep, '60']\n")
     out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
