@@ -159,6 +159,9 @@ def test_nothing_of_a_job_listens_on_the_hosts_loopback(tmp_path: Path) -> None:
         time.sleep(3)  # torchrun's agent is up and its store listening
         listening = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
         assert not re.search(r":23456\b", listening), listening
+        shown = kctl("status", "quiet", "--local", env=env, cwd=tmp_path).stdout
+        assert "pytorchjob/quiet (local, pod sandboxes)" in shown
+        assert re.search(r"master-0 .* 10\.213\.\d+\.2 \(pid \d+\)", shown), shown
     finally:
         kctl("delete", "quiet", "--local", env=env, cwd=tmp_path)
 

@@ -107,6 +107,7 @@ class JobView:
     # Nothing more will happen to it: it succeeded or failed (locally also: stopped, or
     # lost with its supervisor). A suspended cluster job waits to be resumed (Kueue).
     ended: bool = False
+    runs_as: str = ""  # how the backend runs the replicas, where it has a choice
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)  # for -o yaml|json
 
     @property

@@ -258,6 +258,7 @@ class LocalBackend(Backend):
             completed=local.get("completed"),
             storage=StorageLocation.of(manifest),
             ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
+            runs_as=load_mode(job)[0].describe() if job.pods_file.is_file() else "",
             raw={**manifest, "status": body.get("status", {}), "local": local},
         )
 
@@ -412,7 +413,7 @@ def _replica(job_name: str, r: Mapping[str, Any]) -> Replica:
         restarts=int(r.get("restarts", 0)),
         exit_code=code,
         problems=problems,
-        node=f"localhost (pid {pid})" if pid else "-",
+        node=f"{r.get('address', 'localhost')} (pid {pid})" if pid else "-",
     )
 
 
