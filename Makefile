@@ -58,18 +58,19 @@ lint: $(STAMP)
 test: lint $(SCAN_STAMP) $(TORCHX_STAMP) system-packages image-if-possible
 	$(BIN)/pytest -n 2
 
-# Debian packages the tests use: iproute2 for pod sandboxes (tests/test_pod_sandbox.py).
+# Debian packages the tests use, installed in one apt-get run where missing (root only):
+# iproute2 for pod sandboxes, buildah and debootstrap for the trainer image.
+PACKAGES := iproute2:ip buildah:buildah debootstrap:debootstrap
+
 system-packages:
-	@images/system-packages.sh iproute2:ip
+	@images/system-packages.sh $(PACKAGES)
 
 # The trainer image: docker build where an engine runs, else buildah from a base built
 # locally with debootstrap (images/build.sh; ~5 min on a fresh machine, cached after).
-image:
-	@images/system-packages.sh buildah:buildah debootstrap:debootstrap
+image: system-packages
 	images/build.sh
 
-image-if-possible:
-	@images/system-packages.sh buildah:buildah debootstrap:debootstrap
+image-if-possible: system-packages
 	@if [ "$$(id -u)" = 0 ] && command -v buildah >/dev/null; then images/build.sh; \
 	else echo "not building the trainer image (needs root and buildah, or Docker)"; fi
 

@@ -3,13 +3,14 @@ sandboxes where it can, else as plain processes (with the reason, shown once).""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import cgroups, linux
+from . import cgroups
 from .relay import loopback_port
 
 SANDBOX, PROCESS, AUTO = "sandbox", "process", "auto"
@@ -17,25 +18,33 @@ MODES = (AUTO, SANDBOX, PROCESS)
 MODE_ENV = "KCTL_TRAIN_LOCAL_PODS"
 
 
+def _kernel_at_least(major: int, minor: int) -> bool:
+    release = os.uname().release.split("-")[0].split(".")
+    try:
+        return (int(release[0]), int(release[1])) >= (major, minor)
+    except (IndexError, ValueError):
+        return False
+
+
 def _probe() -> str | None:
-    """Try, in a throw-away child, what a sandbox does first: new namespaces and a
-    read-only mount (mount_setattr, Linux 5.12+)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            linux.unshare(
-                linux.CLONE_NEWNS | linux.CLONE_NEWNET | linux.CLONE_NEWPID | linux.CLONE_NEWUTS
-            )
-            linux.mount("none", Path("/"), None, linux.MS_REC | linux.MS_PRIVATE)
-            linux.set_read_only(Path("/"), read_only=True, recursive=False)
-            os._exit(0)
-        except OSError as exc:
-            os.write(2, f"{exc}\n".encode())
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return None if os.waitstatus_to_exitcode(status) == 0 else "namespaces or mounts refused"
+    """Try what a sandbox needs first, in a throw-away process (util-linux's unshare: no
+    fork of this one, which may have threads): new namespaces; and a kernel with
+    mount_setattr (Linux 5.12) for the read-only root."""
+    if not _kernel_at_least(5, 12):
+        return f"Linux {os.uname().release} is older than 5.12 (no mount_setattr)"
+    if shutil.which("unshare") is None:
+        return "util-linux's unshare is not installed"
+    tried = subprocess.run(
+        ["unshare", "--mount", "--net", "--pid", "--uts", "--ipc", "--fork", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if tried.returncode != 0:
+        return f"new namespaces refused: {tried.stderr.strip() or tried.returncode}"
+    return None
 
 
+@functools.cache
 def why_not() -> str | None:
     """None where sandboxes can run here, else why not, with what would fix it."""
     if sys.platform != "linux":
