@@ -245,6 +245,9 @@ def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a suite started in the background (`cmd &`) passes SIGINT on
+        # ignored, and Python then installs no KeyboardInterrupt handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert apply.stdout is not None
     deadline = time.monotonic() + 150
