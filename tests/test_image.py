@@ -46,7 +46,7 @@ def test_entrypoint_is_an_installed_console_script() -> None:
     import tomllib
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts[RUNTIME_COMMAND[0]] == "operator_client.runtime.main:main"
+    assert scripts[RUNTIME_COMMAND[0]] == "operator_client.runtime.entry:main"
 
 
 # The image built for real (`make image-test` builds it first: buildah here, Docker where an

@@ -36,10 +36,6 @@ def torchrun_argv(plan: LaunchPlan, command: Sequence[str] | None) -> list[str]:
     return [*plan.torchrun_args(), *entry]
 
 
-def _stop_early(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def name_the_user(env: MutableMapping[str, str]) -> None:
     """A pod's uid may have no passwd entry (10001 in a minimal image, an arbitrary uid on
     OpenShift), and getpass.getuser() then raises: torch's compile caches and other
@@ -51,10 +47,7 @@ def name_the_user(env: MutableMapping[str, str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `kctl-train-runtime` console script."""
-    # PID 1 of a pod: the kernel drops a signal it has no handler for, so a pod deleted
-    # before torchrun's agent sets its own would sit out its whole grace period.
-    signal.signal(signal.SIGTERM, _stop_early)
+    """The runtime (started by the `kctl-train-runtime` console script, entry.py)."""
     name_the_user(os.environ)
     logging.basicConfig(
         level=logging.INFO,
