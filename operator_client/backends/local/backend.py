@@ -228,10 +228,14 @@ class LocalBackend(Backend):
             JobDir(d) for space in spaces for d in sorted(space.glob("*")) if JobDir(d).exists()
         ]
 
-    def _view(self, job: JobDir, manifest: Mapping[str, Any] | None = None) -> JobView:
-        """The job from its files; `manifest` when the caller has it (it never changes
-        for a job directory: watch and logs read it once)."""
+    def _view(
+        self, job: JobDir, manifest: Mapping[str, Any] | None = None, runs_as: str | None = None
+    ) -> JobView:
+        """The job from its files; `manifest` and `runs_as` when the caller has them (they
+        never change for a job directory: watch and logs read them once)."""
         manifest = manifest or job.manifest()
+        if runs_as is None:
+            runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
         body = job.status()
         local = body.get("local", {})
         name = manifest["metadata"]["name"]
@@ -258,7 +262,7 @@ class LocalBackend(Backend):
             completed=local.get("completed"),
             storage=StorageLocation.of(manifest),
             ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
-            runs_as=load_mode(job)[0].describe() if job.pods_file.is_file() else "",
+            runs_as=runs_as,
             raw={**manifest, "status": body.get("status", {}), "local": local},
         )
 
@@ -270,6 +274,7 @@ class LocalBackend(Backend):
         job = self._existing(namespace, name)
         manifest = job.manifest()
         last = self._view(job, manifest)
+        runs_as = last.runs_as
         yield JobChanged(last)
         last_sent = time.monotonic()
         follower = LogFollower({r.name: job.log(r.name) for r in last.replicas})
@@ -278,7 +283,7 @@ class LocalBackend(Backend):
         while True:
             if not job.exists():
                 raise JobNotFound(f"local job {namespace}/{name} was deleted")
-            view = self._view(job, manifest)
+            view = self._view(job, manifest, runs_as)
             found = Progress.newest(text for _, text in follower.poll(final=view.ended))
             if found is not None and found != progress:
                 progress = found
