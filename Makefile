@@ -59,8 +59,10 @@ test: lint $(SCAN_STAMP) $(TORCHX_STAMP) system-packages image-if-possible
 	$(BIN)/pytest -n 2
 
 # Debian packages the tests use, installed in one apt-get run where missing (root only):
-# iproute2 for pod sandboxes, buildah and debootstrap for the trainer image.
-PACKAGES := iproute2:ip buildah:buildah debootstrap:debootstrap
+# iproute2 for pod sandboxes, buildah and debootstrap for the trainer image, docker-registry
+# and apache2-utils (htpasswd) for the registry the build tests push to.
+PACKAGES := iproute2:ip buildah:buildah debootstrap:debootstrap docker-registry:docker-registry \
+	apache2-utils:htpasswd
 
 system-packages:
 	@images/system-packages.sh $(PACKAGES)
@@ -85,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/collect_transfer.py
 	$(BIN)/python bench/hostile_input.py
 	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/build.py
 
 clean:
 	rm -rf $(VENV) $(SCAN) $(TORCHX) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -64,3 +64,27 @@ class PreflightFailed(KctlTrainError):
 
 class WaitTimeout(KctlTrainError):
     """The job had not ended when a wait gave up; it goes on."""
+
+
+class BuildError(KctlTrainError):
+    """An image build or push failed (the builder's own words are in its output)."""
+
+
+class NoBuilder(BuildError):
+    """No image builder can run here (Docker engine, podman, buildah)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadBaseImage(BuildError):
+    """The image to build on does not have the kctl-train runtime."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class RegistryError(BuildError):
+    """A registry refused or failed a request; `status` is its HTTP answer (0: none)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status

@@ -43,6 +43,17 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class ImageRoot:
+    """An image's root filesystem to run the replicas from (None: this machine's root,
+    with the installed package standing in for the image), with the image's config:
+    what a local backend runs a built image from (Backend.use_image)."""
+
+    path: str
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"
+
+
+@dataclass(frozen=True)
 class Condition:
     """A job condition, as the operator writes them."""
 
@@ -206,6 +217,9 @@ class Backend(abc.ABC):
     # Whether this machine reads the run's store as the job writes it (then `apply
     # --wait` collects by default; a cluster's pods may use an in-cluster endpoint).
     store_reachable: ClassVar[bool] = False
+    # Whether a built image runs from this machine's image storage (use_image) rather
+    # than being pulled from its registry by reference.
+    local_images: ClassVar[bool] = False
 
     def prepare(
         self, job: TrainingJob, storage: str | None = None
@@ -287,6 +301,12 @@ class Backend(abc.ABC):
         """11. Inject `fault` into one replica of a running job; what was done.
         BackendError where this backend cannot (the default)."""
         raise BackendError(f"fault injection is not available on the {self.name} backend")
+
+    def use_image(self, root: ImageRoot) -> None:
+        """12. Run the next submitted job's replicas from this built image's root
+        filesystem (`kctl-train apply --build`); only where `local_images` (a cluster
+        pulls the job's image by its reference instead)."""
+        raise BackendError(f"the {self.name} backend pulls images; it runs none from here")
 
     def missing(self, namespace: str, name: str) -> str:
         """The message for a job that is not there (JobNotFound)."""

@@ -51,13 +51,26 @@ def _job_input(file: str) -> JobInput:
 def apply(args: argparse.Namespace) -> int:
     """`kctl-train apply`: render, check, submit; --wait follows, collects and reports."""
     client = client_for(args)
+    job = _job_input(args.file)
+    image = None
+    if args.build is not None:
+        from .build_commands import run_build
+
+        if not args.local and not args.repo:
+            raise BadInput(
+                "--build for a cluster needs --repo (or $KCTL_TRAIN_IMAGE_REPO): the "
+                "registry repository its nodes pull the image from"
+            )
+        image = run_build(client, args, args.build, job)
+        console.info(f"image: {image.reference}")
     try:
         handle = client.apply(
-            _job_input(args.file),
+            job,
             force_namespace=args.force_namespace,
             storage=args.storage,
             dry_run=None if args.dry_run == "none" else args.dry_run,
             force_conflicts=args.force_conflicts,
+            image=image,
         )
     except PreflightFailed as exc:
         _findings(exc.findings)

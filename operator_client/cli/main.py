@@ -6,6 +6,7 @@ Exit codes: errors.py (0 success, 1 failed, 2 bad input, 130 Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -74,7 +75,76 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.set_defaults(handler="schema")
     _job_commands(sub)
+    _build_command(sub)
     return parser
+
+
+def _build_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser(
+        "build",
+        help="build your code onto the trainer image, push it, print the pinned reference",
+        description="Build DIR (your project: installed with pip when it has a pyproject.toml "
+        "or setup.py, else copied onto PYTHONPATH) as a layer on the trainer image, tagged "
+        "with the hash of everything that goes in. With --repo it is pushed, and the "
+        "reference printed is pinned by the digest the registry reports; a tag the registry "
+        "has already is neither built nor pushed again. .dockerignore (else .gitignore) "
+        "decides what goes in; secrets (.env, keys, credentials, .git) never do.",
+    )
+    build.add_argument(
+        "directory", nargs="?", default=".", metavar="DIR", help="default: the current one"
+    )
+    build.add_argument("-f", "--file", metavar="FILE", help="a job file: build on its spec.image")
+    add_build_flags(build)
+    _output(build, ("name", "json"), "the image reference, or a JSON account of the build")
+    build.set_defaults(handler="build")
+
+
+REPO_ENV = "KCTL_TRAIN_IMAGE_REPO"
+_SIZE_UNITS = {"": 1, "k": 2**10, "ki": 2**10, "m": 2**20, "mi": 2**20, "g": 2**30, "gi": 2**30}
+
+
+def add_build_flags(cmd: argparse.ArgumentParser) -> None:
+    """The flags `build` and `apply --build` share."""
+    cmd.add_argument(
+        "--base",
+        metavar="IMAGE",
+        help="the image to build on: any with kctl-train-runtime installed (default: the "
+        "job's spec.image)",
+    )
+    cmd.add_argument(
+        "--repo",
+        metavar="REPOSITORY",
+        default=os.environ.get(REPO_ENV),
+        help=f"push to this repository, e.g. ghcr.io/acme/train (default: ${REPO_ENV}); "
+        "without one the image stays on this machine",
+    )
+    cmd.add_argument(
+        "--builder",
+        choices=("docker", "podman", "buildah"),
+        help="default: docker where an engine answers, else podman, else buildah",
+    )
+    cmd.add_argument(
+        "--registry-auth",
+        metavar="FILE",
+        help="credentials in Docker's config.json format (default: $REGISTRY_AUTH_FILE, "
+        "then ~/.docker/config.json)",
+    )
+    cmd.add_argument(
+        "--max-size",
+        type=size,
+        metavar="SIZE",
+        help="refuse a workspace bigger than this (default: 512Mi)",
+    )
+
+
+def size(text: str) -> int:
+    """512Mi, 2G, 1000000: bytes."""
+    number = text.rstrip("BbIiKkMmGg")
+    unit = text[len(number) :].lower().rstrip("b")
+    try:
+        return int(float(number) * _SIZE_UNITS[unit])
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; e.g. 512Mi or 2Gi") from None
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:
@@ -153,6 +223,16 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="server-side apply: take over fields another manager owns",
     )
+    apply.add_argument(
+        "--build",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="first build DIR (default: the current directory) onto the job's image and run "
+        "that, pinned (`kctl-train build`); with --local the replicas run from its root "
+        "filesystem in pod sandboxes",
+    )
+    add_build_flags(apply)
     apply.add_argument(
         "--dry-run",
         choices=("none", "client", "server"),
@@ -280,6 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.handler in ("render", "validate", "schema"):
         from . import spec_commands as commands
+    elif args.handler == "build":
+        from . import build_commands as commands  # type: ignore[no-redef]
     elif args.handler in VIEW_COMMANDS:
         from . import view_commands as commands  # type: ignore[no-redef]
     else:

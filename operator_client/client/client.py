@@ -10,19 +10,20 @@ job.collect(to="results/quickstart")
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_for
 from ..backends.base import Backend, Finding, JobView
-from ..errors import BackendError, JobNotFound, PreflightFailed
+from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import webhook_errors
 from .collecting import Collected, collect_run
 from .handle import JobHandle
 from .jobs import load, with_namespace
 
 if TYPE_CHECKING:
+    from ..build import BuiltImage
     from ..spec import SpecIssue
     from .jobs import JobInput
 
@@ -72,17 +73,28 @@ class Client:
         storage: str | None = None,
         dry_run: str | None = None,
         force_conflicts: bool = False,
+        image: BuiltImage | None = None,
     ) -> JobHandle:
         """Render the job, check it can run, and submit it; a handle on it.
 
         `namespace` replaces the job's (a namespace its file names only with
         `force_namespace`); `storage` the store (local backend). `dry_run`: "client"
         renders only (the handle has the manifest), "server" also checks and validates
-        with the backend, starting nothing. PreflightFailed when checks find errors."""
+        with the backend, starting nothing. `image`: a build of the job's code (build());
+        the job runs it, pinned (a local backend runs its root filesystem). PreflightFailed
+        when checks find errors."""
         from ..render import render
 
         loaded = load(job)
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
+        if image is not None:
+            spec = spec.model_copy(
+                update={"spec": spec.spec.model_copy(update={"image": image.reference})}
+            )
+            if self.backend.local_images and dry_run != "client":
+                from ..build.builders import root_of
+
+                self.backend.use_image(root_of(image))
         prepared, note = self.backend.prepare(spec, storage)
         warnings = loaded.warnings
         if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
@@ -109,6 +121,43 @@ class Client:
             manifest, dry_run=dry_run == "server", force=force_conflicts
         )
         return handle
+
+    def build(
+        self,
+        directory: str | Path = ".",
+        *,
+        job: JobInput | None = None,
+        base: str | None = None,
+        repository: str | None = None,
+        builder: str | None = None,
+        registry_auth: str | None = None,
+        max_bytes: int | None = None,
+        say: Callable[[str], None] | None = None,
+        line: Callable[[str], None] | None = None,
+    ) -> BuiltImage:
+        """Build `directory` (the user's code) onto `base`, else the job's spec.image, as
+        `repository:<content hash>`; push it when `repository` is given. Nothing is built
+        or pushed when that tag exists already. Pass the result to apply(image=...).
+        `say` gets each step, `line` each line the builder prints (docs/BUILD.md)."""
+        from ..build import BuildRequest, build_image
+        from ..build.workspace import DEFAULT_MAX_BYTES
+
+        if base is None:
+            if job is None:
+                raise BadInput(
+                    "say which image to build on: --base IMAGE, or a job file (its spec.image)"
+                )
+            base = load(job).job.spec.image
+        request = BuildRequest(
+            Path(directory),
+            base,
+            repository,
+            builder,
+            registry_auth,
+            max_bytes or DEFAULT_MAX_BYTES,
+        )
+        quiet: Callable[[str], None] = lambda _: None  # noqa: E731
+        return build_image(request, say or quiet, line or quiet)
 
     def preflight(
         self, job: JobInput, *, namespace: str | None = None, force_namespace: bool = False

@@ -6,11 +6,13 @@ server-side apply)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
-from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
+from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
+from torchx.workspace.api import WorkspaceMixin
 
 from ..render import render, to_yaml
 from ..spec import load_job_text
@@ -18,6 +20,8 @@ from .torchx_appdef import RoleSpec, app_id, job_document, parse_app_id
 
 if TYPE_CHECKING:
     from ..client import Client
+
+log = logging.getLogger(__name__)
 
 STATES = {
     "Created": AppState.SUBMITTED,
@@ -48,9 +52,12 @@ def role_spec(role: Any) -> RoleSpec:
     )
 
 
-class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):
+class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
     """Schedules through the kctl-train Client: the same preflight, webhook check and
-    server-side apply as `kctl-train apply`, on the cluster of `kubeconfig`/`context`."""
+    server-side apply as `kctl-train apply`, on the cluster of `kubeconfig`/`context`.
+    A TorchX workspace (`torchx run --workspace DIR`, the current directory by default)
+    is built by `kctl-train build` onto the role's image and pushed to `image_repo`; the
+    job runs it pinned by digest."""
 
     def __init__(self, session_name: str, **defaults: Any) -> None:
         super().__init__("kctl_train", session_name)
@@ -66,6 +73,42 @@ class KctlTrainScheduler(Scheduler[dict[str, CfgVal]]):
         opts.add("context", type_=str, default=None, help="kubeconfig context")
         opts.add("kubeconfig", type_=str, default=None, help="kubeconfig file")
         return opts
+
+    def workspace_opts(self) -> runopts:
+        opts = runopts()
+        opts.add(
+            "image_repo",
+            type_=str,
+            default=None,
+            help="registry repository the workspace image is pushed to (kctl-train build)",
+        )
+        opts.add("registry_auth", type_=str, default=None, help="registry credentials file")
+        return opts
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """TorchX's workspace hook: the same build as `kctl-train build` (content tag,
+        nothing rebuilt or pushed when the registry has it), the role pinned to it."""
+        repository = cfg.get("image_repo")
+        if not repository:
+            # TorchX passes the current directory as the workspace by default: without a
+            # repository to push to, the role's image runs as it is (as before workspaces).
+            log.info(
+                "workspace %s not built: set -cfg image_repo=REGISTRY/REPOSITORY to build "
+                "it onto %s and run it pinned",
+                workspace,
+                role.image,
+            )
+            return
+        auth = cfg.get("registry_auth")
+        built = self._client(cfg).build(
+            workspace.removeprefix("file://"),
+            base=role.image,
+            repository=str(repository),
+            registry_auth=str(auth) if auth else None,
+        )
+        role.image = built.reference
 
     def _submit_dryrun(self, app: AppDef, cfg: dict[str, CfgVal]) -> AppDryRunInfo:
         import yaml

@@ -32,6 +32,7 @@ from ..base import (
     Event,
     Fault,
     Finding,
+    ImageRoot,
     JobChanged,
     JobView,
     LogLine,
@@ -46,7 +47,7 @@ from ..base import (
 )
 from . import chaos, pod_processes
 from .jobdir import JobDir, write_json
-from .launch import ImageRoot, load_mode, save_mode
+from .launch import load_mode, save_mode
 from .local_env import container_of, replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
@@ -69,6 +70,7 @@ class LocalBackend(Backend):
     name = "local"
     flag = " --local"
     store_reachable = True  # prepare() made sure of it
+    local_images = True
 
     def __init__(
         self, root: Path | None = None, *, pods: str | None = None, image: ImageRoot | None = None
@@ -81,6 +83,11 @@ class LocalBackend(Backend):
         if self.pods not in MODES:
             raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
         self.image = image
+
+    def use_image(self, root: ImageRoot) -> None:
+        """12. The replicas run from `root` (in pod sandboxes, the only way to give each
+        the image's files as its root)."""
+        self.image = root
 
     def _requested(self) -> str:
         return SANDBOX if self.image else self.pods

@@ -10,30 +10,20 @@ import socket
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ...contract import KILL
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.lifecycle import Replica
-from ..base import Fault
+from ..base import Fault, ImageRoot
 from . import pod_processes
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, container_of, replica_command, replica_env
 from .sandbox.support import PROCESS, PodsMode
 
 Launch = tuple[list[str], dict[str, str]]
-
-
-@dataclass(frozen=True)
-class ImageRoot:
-    """An image's root filesystem to run the replicas from (None: this machine's root,
-    with the installed package standing in for the image), with the image's config."""
-
-    path: str
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str = "/"
 
 
 def save_mode(job: JobDir, mode: PodsMode, image: ImageRoot | None) -> None:

@@ -13,9 +13,9 @@ from urllib.parse import unquote, urlsplit
 
 from ....contract import HEAL, KILL, PARTITION, SLOW
 from ....kubeflow import lifecycle as lc
-from ...base import Fault, StorageLocation
+from ...base import Fault, ImageRoot, StorageLocation
 from ..jobdir import JobDir
-from ..launch import ImageRoot, Launch, Pods, bindir, host_pythonpath
+from ..launch import Launch, Pods, bindir, host_pythonpath
 from ..local_env import container_of, replica_command, replica_env
 from . import cgroups
 from .network import PodNetwork

@@ -1,0 +1,77 @@
+"""`kctl-train build`, and the build step of `apply --build`: the user's code as an image
+layer, pushed and pinned (the work is Client.build; this prints)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from ..errors import EXIT_OK, BadInput
+from . import console
+from .progress import StatusLine
+
+if TYPE_CHECKING:
+    from ..build import BuiltImage
+    from ..client import Client
+    from ..client.jobs import JobInput
+
+
+def run_build(
+    client: Client, args: argparse.Namespace, directory: str, job: JobInput | None
+) -> BuiltImage:
+    """Client.build with the flags, its steps shown as they happen."""
+    status = StatusLine()
+    try:
+        return client.build(
+            directory,
+            job=job,
+            base=args.base,
+            repository=args.repo,
+            builder=args.builder,
+            registry_auth=args.registry_auth,
+            max_bytes=args.max_size,
+            say=status.print,
+            line=lambda text: status.update(f"  {text[:160]}"),
+        )
+    finally:
+        status.stop()
+
+
+def build(args: argparse.Namespace) -> int:
+    """`kctl-train build [DIR]`: print the reference a job should run."""
+    from ..client import Client
+
+    if args.file is None and args.base is None:
+        raise BadInput("say which image to build on: --base IMAGE, or -f JOB_FILE (its spec.image)")
+    built = run_build(Client("local"), args, args.directory, args.file)
+    if args.output == "json":
+        print(json.dumps(describe(built), indent=2))
+    else:
+        print(built.reference)
+    if not built.pushed and built.digest is None:
+        console.info("(on this machine only: give --repo to push it where a cluster can pull it)")
+    return EXIT_OK
+
+
+def describe(built: BuiltImage) -> dict[str, object]:
+    """A build as JSON: what runs, what happened, and what went in."""
+    w = built.workspace
+    return {
+        "image": built.reference,
+        "tag": built.tag,
+        "digest": built.digest,
+        "built": built.built,
+        "pushed": built.pushed,
+        "builder": {"name": built.builder, "why": built.builder_why},
+        "workspace": {
+            "root": str(w.root),
+            "kind": w.kind,
+            "files": len(w.entries),
+            "bytes": w.size,
+            "rules": w.rules,
+            "ignored": w.ignored,
+            "secretsLeftOut": w.secrets,
+        },
+        "seconds": {k: round(v, 3) for k, v in built.seconds.items()},
+    }
