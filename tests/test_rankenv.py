@@ -224,3 +224,15 @@ def test_torchrun_args_round_trip_through_torchrun_parser() -> None:
         "demo",
         3,
     )
+
+
+def test_a_master_in_an_elastic_job_still_rendezvouses_elastically() -> None:
+    """The operator gives a Master's variables to every pod of a job with a Master, elastic
+    or not (test_operator_rules.py); the elastic rendezvous must win over MASTER_ADDR."""
+    from .test_operator_rules import MASTER_WORKERS, job
+
+    manifest = job({"pytorchReplicaSpecs": MASTER_WORKERS, "elasticPolicy": {"rdzvId": "x"}})
+    env = operator_env(manifest, "Worker", 0)
+    assert "MASTER_ADDR" in env
+    launch = plan({**env, "PET_NPROC_PER_NODE": "1"})
+    assert (launch.rdzv_endpoint, launch.nnodes, launch.rdzv_id) == ("j-worker-0:23456", "2:2", "x")

@@ -8,6 +8,7 @@ is tested against it. `address` maps a Service hostname to what a local run can 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +29,46 @@ def _identity(host: str) -> str:
     return host
 
 
+def _given(mapping: Mapping[str, Any] | None, key: str) -> Any:
+    """A field as Go sees it: absent and an explicit null are both nil."""
+    return mapping.get(key) if mapping is not None else None
+
+
+def _replicas(replica_spec: Mapping[str, Any] | None) -> int:
+    """A replica spec's replicas after setDefaultReplicas: nil becomes 1."""
+    value = _given(replica_spec, "replicas")
+    return 1 if value is None else int(value)
+
+
+INT64 = 2**63
+INT32 = 2**31
+
+
+def go_atoi(text: str) -> int | None:
+    """Go's strconv.Atoi on a 64-bit platform: an optional sign and decimal digits, in
+    range; None where Go returns an error."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    value = int(text)
+    return value if -INT64 <= value < INT64 else None
+
+
+def _wrap(value: int, half: int = INT64) -> int:
+    """Go integer arithmetic: overflow wraps (int is 64 bits, int32 32)."""
+    return (value + half) % (2 * half) - half
+
+
+def nproc_per_node(spec: Mapping[str, Any]) -> str | None:
+    """spec.nprocPerNode after the operator's defaulting: "auto" when it is nil, unless
+    the deprecated elasticPolicy.nProcPerNode is set (then it stays nil)."""
+    nproc = _given(spec, "nprocPerNode")
+    if nproc is not None:
+        return str(nproc)
+    if _given(_given(spec, "elasticPolicy") or {}, "nProcPerNode") is not None:
+        return None
+    return pj.DEFAULT_NPROC_PER_NODE
+
+
 def operator_env(
     manifest: Mapping[str, Any],
     replica_type: str,
@@ -36,54 +77,71 @@ def operator_env(
     address: Callable[[str], str] = _identity,
     port: int | None = None,
 ) -> dict[str, str]:
-    """Variables appended to the `pytorch` container's env of one replica pod."""
+    """Variables appended to the `pytorch` container's env of one replica pod, in the
+    operator's order (setPodEnv, v1.9.4): the Master's variables whenever a Master exists,
+    then the elastic ones or PET_NNODES, then PET_NPROC_PER_NODE."""
     spec = manifest["spec"]
     name = manifest["metadata"]["name"]
     replicas = spec["pytorchReplicaSpecs"]
-    nproc = str(spec.get("nprocPerNode", "auto"))
+    # getTotalReplicas sums int32 replica counts in an int32.
+    total = _wrap(sum(_replicas(r) for r in replicas.values()), INT32)
+    nproc = nproc_per_node(spec)
     env = {"PYTHONUNBUFFERED": "1"}
-    elastic = spec.get("elasticPolicy")
-    if elastic is not None:
-        worker_count = int(replicas[pj.WORKER].get("replicas", 1))
-        lo = elastic.get("minReplicas", elastic.get("maxReplicas", worker_count))
-        hi = elastic.get("maxReplicas", lo)
-        host = elastic.get("rdzvHost") or pj.pod_name(name, pj.WORKER, 0)
-        rdzv_port = port or elastic.get("rdzvPort") or _port(manifest, pj.WORKER)
+    if replicas.get(pj.MASTER) is not None:
+        master_port = port or _port(manifest, pj.MASTER)
+        master = address(pj.pod_name(name, pj.MASTER, 0))
+        rank = index + 1 if replica_type == pj.WORKER else index
+        # getNprocPerNodeInt: the integer, else 1 ("auto", "gpu", nil, a bad number).
+        factor = go_atoi(nproc) if nproc is not None else None
         env.update(
             {
-                "PET_RDZV_ENDPOINT": f"{address(host)}:{rdzv_port}",
-                "PET_RDZV_BACKEND": elastic.get("rdzvBackend", "c10d"),
-                "PET_NNODES": f"{lo}:{hi}",
-                "PET_NPROC_PER_NODE": nproc,
+                "MASTER_PORT": str(master_port),
+                "MASTER_ADDR": master,
+                "PET_MASTER_PORT": str(master_port),
+                "PET_MASTER_ADDR": master,
+                "WORLD_SIZE": str(_wrap(total * (factor if factor is not None else 1))),
+                "RANK": str(rank),
+                "PET_NODE_RANK": str(rank),
             }
         )
-        if "maxRestarts" in elastic:
-            env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
-        if "rdzvId" in elastic:
-            env["PET_RDZV_ID"] = str(elastic["rdzvId"])
-        if elastic.get("rdzvConf"):
-            env["PET_RDZV_CONF"] = ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])
-        if elastic.get("standalone"):
-            env["PET_STANDALONE"] = ""
-        return env
-    total = sum(int(r.get("replicas", 1)) for r in replicas.values())
-    env["PET_NNODES"] = str(total)
-    env["PET_NPROC_PER_NODE"] = nproc
-    if pj.MASTER not in replicas:
-        return env  # Worker-only, non-elastic: no rendezvous information at all
-    master_port = port or _port(manifest, pj.MASTER)
-    master = address(pj.pod_name(name, pj.MASTER, 0))
-    rank = 0 if replica_type == pj.MASTER else index + 1
-    nproc_count = int(nproc) if nproc.isdigit() else 1
-    env.update(
-        {
-            "MASTER_ADDR": master,
-            "PET_MASTER_ADDR": master,
-            "MASTER_PORT": str(master_port),
-            "PET_MASTER_PORT": str(master_port),
-            "WORLD_SIZE": str(total * nproc_count),
-            "RANK": str(rank),
-            "PET_NODE_RANK": str(rank),
-        }
-    )
+    elastic = _given(spec, "elasticPolicy")
+    if elastic is not None:
+        env.update(_elastic_env(manifest, elastic, address, port))
+    else:
+        env["PET_NNODES"] = str(total)
+    if nproc is not None:
+        env["PET_NPROC_PER_NODE"] = nproc
+    return env
+
+
+def _elastic_env(
+    manifest: Mapping[str, Any],
+    elastic: Mapping[str, Any],
+    address: Callable[[str], str],
+    port: int | None,
+) -> dict[str, str]:
+    """ElasticEnvVarGenerator, after setElasticPolicy's defaults (min and max fill each
+    other, or both come from the Worker replicas)."""
+    name = manifest["metadata"]["name"]
+    workers = _replicas(manifest["spec"]["pytorchReplicaSpecs"].get(pj.WORKER))
+    lo, hi = _given(elastic, "minReplicas"), _given(elastic, "maxReplicas")
+    lo = lo if lo is not None else hi if hi is not None else workers
+    hi = hi if hi is not None else lo
+    host = _given(elastic, "rdzvHost") or pj.pod_name(name, pj.WORKER, 0)
+    rdzv_port = port or _given(elastic, "rdzvPort") or _port(manifest, pj.WORKER)
+    env = {
+        "PET_RDZV_ENDPOINT": f"{address(host)}:{rdzv_port}",
+        "PET_RDZV_BACKEND": _given(elastic, "rdzvBackend") or "c10d",
+        "PET_NNODES": f"{lo}:{hi}",
+    }
+    if _given(elastic, "maxRestarts") is not None:
+        env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
+    if _given(elastic, "nProcPerNode") is not None:  # deprecated; never rendered
+        env["PET_NPROC_PER_NODE"] = str(elastic["nProcPerNode"])
+    if _given(elastic, "rdzvId") is not None:
+        env["PET_RDZV_ID"] = str(elastic["rdzvId"])
+    if _given(elastic, "rdzvConf"):
+        env["PET_RDZV_CONF"] = ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])
+    if _given(elastic, "standalone"):
+        env["PET_STANDALONE"] = ""
     return env

@@ -10,6 +10,8 @@ PLURAL = "pytorchjobs"
 CONTAINER_NAME = "pytorch"
 PORT_NAME = "pytorchjob-port"
 DEFAULT_PORT = 23456
+# spec.nprocPerNode when it is not given (the operator's DefaultNprocPerNode).
+DEFAULT_NPROC_PER_NODE = "auto"
 INIT_CONTAINER_NAME = "init-pytorch"
 # Labels the operator puts on replica pods.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
