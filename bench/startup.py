@@ -1,6 +1,7 @@
 """Start-up cost of the CLI, as ratios to `python3 -c pass` measured side by side.
 
-Target (issue 2): `kctl-train render` at most 4x `python3 -c pass`. Also measured
+Target (issues 2 and 14): `render`, `validate` and `apply --dry-run=client` at most 4x
+`python3 -c pass`; an import profile of `render` follows the ratios. Also measured
 (issue 5): `apply --dry-run=client`, and `status` against a loopback API server (the test
 fixture tests/fake_apiserver.py), which pays for the kubernetes client. Prints the ratios;
 it asserts nothing, since shared machines are noisy. Runs are interleaved so that load
@@ -58,8 +59,34 @@ def main() -> None:
     for name, samples in times.items():
         median = statistics.median(samples)
         print(f"{name:34} {median * 1000:10.1f} {median / base:6.2f}x")
-    render = statistics.median(times["kctl-train render quickstart"]) / base
-    print(f"render ratio {render:.2f}x (target <= 4x): {'met' if render <= 4 else 'NOT met'}")
+    for name in ("render quickstart", "validate quickstart", "apply --dry-run=client"):
+        ratio = statistics.median(times[f"kctl-train {name}"]) / base
+        print(f"{name} ratio {ratio:.2f}x (target <= 4x): {'met' if ratio <= 4 else 'NOT met'}")
+    print()
+    import_profile([KCTL, "render", QUICKSTART])
+
+
+def import_profile(argv: list[str]) -> None:
+    """Where a command's start-up goes: `-X importtime` summed by top-level package
+    (each module's own time), the biggest first, and the total."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True
+    )
+    own: dict[str, int] = {}
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        self_us, _, name = (part.strip() for part in line[len("import time:") :].split("|"))
+        if not self_us.isdigit():
+            continue  # the header line
+        top = name.split(".")[0]
+        if top == "operator_client":
+            top = ".".join(name.split(".")[:3])  # operator_client.spec.model, ...
+        own[top] = own.get(top, 0) + int(self_us)
+    total = sum(own.values())
+    print(f"imports of `kctl-train render`: {total / 1000:.0f} ms, by package (own time):")
+    for name, us in sorted(own.items(), key=lambda item: -item[1])[:15]:
+        print(f"  {name:40} {us / 1000:7.1f} ms  {100 * us / total:5.1f} %")
 
 
 if __name__ == "__main__":
