@@ -11,12 +11,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from operator_client.backends.local.launch import free_port
 from operator_client.backends.local.local_env import container_of, replica_command, replica_env
+from operator_client.kubeflow import lifecycle
 from operator_client.kubeflow.lifecycle import replicas_of
 
 
@@ -30,10 +32,16 @@ class Replica:
         return self.log.read_text(errors="replace")
 
 
+# Rewrites a replica's environment (replica, env, rendezvous port): another operator's
+# variables in place of the training-operator's.
+EnvRewrite = Callable[[lifecycle.Replica, dict[str, str], int], dict[str, str]]
+
+
 def start(
     manifest: dict[str, Any],
     workdir: Path,
     extra_env: dict[str, str] | None = None,
+    rewrite: EnvRewrite | None = None,
 ) -> list[Replica]:
     port = free_port()
     bindir = Path(sys.executable).parent
@@ -45,6 +53,8 @@ def start(
             **replica_env(manifest, replica, port=port, base=os.environ, tmpdir=tmp),
             **(extra_env or {}),
         }
+        if rewrite is not None:
+            env = rewrite(replica, env, port)
         command = replica_command(container_of(manifest, replica.type), bindir)
         log = workdir / f"{replica.name}.log"
         with log.open("wb") as out:

@@ -236,3 +236,67 @@ def test_a_master_in_an_elastic_job_still_rendezvouses_elastically() -> None:
     assert "MASTER_ADDR" in env
     launch = plan({**env, "PET_NPROC_PER_NODE": "1"})
     assert (launch.rdzv_endpoint, launch.nnodes, launch.rdzv_id) == ("j-worker-0:23456", "2:2", "x")
+
+
+def trainjob_env(rank: int, nnodes: int = 3, nproc: str = "auto") -> dict[str, str]:
+    """Exactly what Trainer v2.3's torch plugin puts in the `node` container of TrainJob
+    `demo` (TRAINER_V2_CONTRACT §4); PET_NODE_RANK is the pod's completion index."""
+    return {
+        "PET_NNODES": str(nnodes),
+        "PET_NPROC_PER_NODE": nproc,
+        "PET_NODE_RANK": str(rank),
+        "PET_MASTER_ADDR": "demo-node-0-0.demo",
+        "PET_MASTER_PORT": "29500",
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus", "expected"),
+    [
+        # node 0 hosts the c10d store at the master address, on a GPU node: one per GPU
+        (
+            trainjob_env(0),
+            8,
+            dict(nnodes="3", nproc_per_node=8, node_rank=0, is_host="true"),
+        ),
+        # node 2 of 3 joins; on CPU the plugin passes an integer derived from the CPU request
+        (
+            trainjob_env(2, nproc="4"),
+            0,
+            dict(nnodes="3", nproc_per_node=4, node_rank=2, is_host="false"),
+        ),
+        # a lone node: auto on a CPU node is one process, not one per core
+        (trainjob_env(0, nnodes=1), 0, dict(nnodes="1", nproc_per_node=1, node_rank=0)),
+    ],
+)
+def test_trainjob_environments(env: dict[str, str], gpus: int, expected: dict[str, object]) -> None:
+    p = plan(env, gpus)
+    assert p.source == "TrainJob (Kubeflow Trainer v2)"
+    assert (p.rdzv_endpoint, p.rdzv_backend, p.rdzv_id) == (
+        "demo-node-0-0.demo:29500",
+        "c10d",
+        "demo",
+    )
+    assert p.max_restarts == D.max_restarts
+    for key, value in expected.items():
+        actual = p.rdzv_conf.get(key) if key == "is_host" else getattr(p, key)
+        assert actual == value, (key, p)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"PET_MASTER_PORT": None}, "PET_MASTER_ADDR is set but PET_MASTER_PORT is not"),
+        ({"PET_NODE_RANK": None}, "job-completion-index"),
+        ({"PET_NODE_RANK": "3"}, "PET_NODE_RANK=3 is not below PET_NNODES=3"),
+        ({"PET_NNODES": "1:3"}, "Trainer v2 has no elastic range"),
+        ({"PET_NPROC_PER_NODE": "-2"}, "PET_NPROC_PER_NODE='-2'"),
+    ],
+)
+def test_an_inconsistent_trainjob_environment_names_the_variable(
+    change: dict[str, str | None], message: str
+) -> None:
+    env = {k: v for k, v in {**trainjob_env(1), **change}.items() if v is not None}
+    with pytest.raises(RankEnvError) as info:
+        discover(env, 0, D)
+    assert message in str(info.value)

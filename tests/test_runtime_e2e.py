@@ -128,6 +128,48 @@ def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(
     assert_each_sample_once_per_epoch(store)
 
 
+def as_trainjob(replica: Any, env: dict[str, str], port: int) -> dict[str, str]:
+    """A replica's environment as Kubeflow Trainer v2 would give its node pod: the
+    training-operator's variables out, the torch plugin's in (node rank = pod index)."""
+    kept = {
+        k: v
+        for k, v in env.items()
+        if not k.startswith("PET_")
+        and k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+    }
+    rank = 0 if replica.type == "Master" else replica.index + 1
+    return {
+        **kept,
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": str(rank),
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": str(port),
+    }
+
+
+def test_a_trainjob_node_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+    """Under Trainer v2's environment: the same fit, checkpoints, resume and outputs."""
+    uri = f"file://{tmp_path}/store"
+    manifest = job("v2", f"{{uri: '{uri}'}}", steps=160, every=20, delay=0.03)
+    store = store_of(manifest, uri)
+    reps = R.start(manifest, tmp_path, rewrite=as_trainjob)
+    deadline = time.monotonic() + 120
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and all(r.process.poll() is None for r in reps), logs(
+            reps
+        )
+        time.sleep(0.2)
+    pids = R.worker_pids(reps[1])
+    assert pids, logs(reps)
+    os.kill(pids[0], signal.SIGKILL)
+    assert R.wait(reps) == [0, 0], logs(reps)
+    assert "TrainJob (Kubeflow Trainer v2)" in reps[0].text()
+    assert any("resuming from" in r.text() for r in reps), logs(reps)
+    assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 160
+    assert_each_sample_once_per_epoch(store)
+
+
 def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Path) -> None:
     uri = (tmp_path / "store").as_uri()
     manifest = job(

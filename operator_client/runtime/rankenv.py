@@ -162,6 +162,43 @@ def _pytorchjob_master(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan |
     )
 
 
+def _trainjob(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
+    """Kubeflow Trainer v2 (a TrainJob's torch plugin) injects only PET_NNODES,
+    PET_NPROC_PER_NODE, PET_NODE_RANK (the pod's Job completion index), PET_MASTER_ADDR
+    (`<trainjob>-node-0-0.<trainjob>`) and PET_MASTER_PORT (29500), and never MASTER_ADDR."""
+    if "PET_MASTER_ADDR" not in env or "MASTER_ADDR" in env:
+        return None
+    if "PET_MASTER_PORT" not in env:
+        raise RankEnvError("PET_MASTER_ADDR is set but PET_MASTER_PORT is not")
+    nnodes_text = env.get("PET_NNODES", "")
+    if not nnodes_text.isdigit() or int(nnodes_text) < 1:
+        raise RankEnvError(
+            f"PET_NNODES={nnodes_text!r}: a TrainJob runs a fixed number of nodes (Trainer v2 "
+            "has no elastic range)"
+        )
+    if "PET_NODE_RANK" not in env:
+        raise RankEnvError(
+            "PET_MASTER_ADDR is set but PET_NODE_RANK is not (Trainer v2 sets it from the pod's "
+            "batch.kubernetes.io/job-completion-index annotation)"
+        )
+    nnodes, rank = int(nnodes_text), _int(env, "PET_NODE_RANK")
+    if not 0 <= rank < nnodes:
+        raise RankEnvError(f"PET_NODE_RANK={rank} is not below PET_NNODES={nnodes}")
+    # As for a PyTorchJob's Master: c10d hosted by node 0's agent at the master address,
+    # so a node restarted in place re-joins (torchrun's default here, static, cannot).
+    return LaunchPlan(
+        source="TrainJob (Kubeflow Trainer v2)",
+        nnodes=str(nnodes),
+        nproc_per_node=nproc_per_node(env.get("PET_NPROC_PER_NODE"), gpus),
+        rdzv_endpoint=f"{env['PET_MASTER_ADDR']}:{_int(env, 'PET_MASTER_PORT')}",
+        rdzv_id=d.job_id,
+        rdzv_conf={**RDZV_CONF, "is_host": "true" if rank == 0 else "false"},
+        max_restarts=d.max_restarts,
+        node_rank=rank,
+        local_addr=env.get(POD_IP_ENV) or None,
+    )
+
+
 def _pytorchjob_without_endpoint(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
     if "PET_NNODES" in env and env["PET_NNODES"] not in ("1", "1:1"):
         raise RankEnvError(
@@ -219,6 +256,7 @@ _CASES = (
     _torchrun_worker,
     _elastic,
     _pytorchjob_master,
+    _trainjob,
     _pytorchjob_without_endpoint,
     _slurm,
     _single_node,
