@@ -1,4 +1,5 @@
-"""The real PyTorchJob CRD (../shared/schemas) as a strict JSON-schema validator.
+"""The real CRDs (../shared/schemas: PyTorchJob; Trainer v2.3's TrainJob and
+ClusterTrainingRuntime) as strict JSON-schema validators.
 
 The API server prunes fields a structural schema does not know, silently; here an
 unknown field is an error, so a renderer typo cannot hide. Missing file: the test
@@ -16,12 +17,16 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-CRD_PATH = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared"
-    / "schemas"
-    / ("kubeflow.org_pytorchjobs.yaml")
-)
+SCHEMAS = Path(__file__).resolve().parents[1].parent / "shared" / "schemas"
+CRD_PATH = SCHEMAS / "kubeflow.org_pytorchjobs.yaml"
+TRAINJOB_CRD = SCHEMAS / "trainer-v2.3.0" / "trainer.kubeflow.org_trainjobs.yaml"
+RUNTIME_CRD = SCHEMAS / "trainer-v2.3.0" / "trainer.kubeflow.org_clustertrainingruntimes.yaml"
+# Each kind's CRD, for manifests of any kind.
+CRDS = {
+    "PyTorchJob": CRD_PATH,
+    "TrainJob": TRAINJOB_CRD,
+    "ClusterTrainingRuntime": RUNTIME_CRD,
+}
 
 
 def _strict(node: Any) -> Any:
@@ -41,20 +46,23 @@ def _strict(node: Any) -> Any:
 
 
 @functools.cache
-def _validator() -> Draft202012Validator:
-    crd = yaml.safe_load(CRD_PATH.read_text())
+def _validator(path: Path) -> Draft202012Validator:
+    crd = yaml.safe_load(path.read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return Draft202012Validator(_strict(schema))
 
 
 def crd_errors(manifest: dict[str, Any]) -> list[str]:
-    """Every way the manifest breaks the CRD's OpenAPI schema, one line each."""
-    if not CRD_PATH.exists():
-        reason = f"PyTorchJob CRD not found at {CRD_PATH} (a copy of shared/ belongs at ../shared)"
+    """Every way the manifest breaks its kind's CRD OpenAPI schema, one line each."""
+    path = CRDS[manifest["kind"]]
+    if not path.exists():
+        reason = (
+            f"{manifest['kind']} CRD not found at {path} (a copy of shared/ belongs at ../shared)"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
     return [
         f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
-        for e in _validator().iter_errors(manifest)
+        for e in _validator(path).iter_errors(manifest)
     ]

@@ -177,6 +177,8 @@ def test_helm_lint_is_clean() -> None:
         ({}, "give spec.train.model"),
         ({"command": ["x"], "nodes": {"min": 4, "max": 2}}, "min 4 is above max 2"),
         ({"command": ["x"], "train": {"model": "a.b:C"}}, "not both"),
+        ({"command": ["x"], "operator": "trainjob"}, "renders PyTorchJobs only so far"),
+        ({"command": ["x"], "operator": "tfjob"}, "/spec/operator"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(

@@ -71,6 +71,7 @@ def apply(args: argparse.Namespace) -> int:
             dry_run=None if args.dry_run == "none" else args.dry_run,
             force_conflicts=args.force_conflicts,
             image=image,
+            operator=args.operator,
         )
     except PreflightFailed as exc:
         _findings(exc.findings)

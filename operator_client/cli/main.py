@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="GitOps drift check: exit 1 with a diff when DIR's manifests differ from a "
         "fresh render (missing, changed, or not rendered by any of the files)",
     )
+    _operator(render)
     render.set_defaults(handler="render")
 
     validate = sub.add_parser(
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
     _output(validate, ("text", "json"), "text lines on stderr, or a JSON report on stdout")
+    _operator(validate)
     validate.set_defaults(handler="validate")
 
     schema = sub.add_parser(
@@ -145,6 +147,15 @@ def size(text: str) -> int:
         return int(float(number) * _SIZE_UNITS[unit])
     except (ValueError, KeyError):
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; e.g. 512Mi or 2Gi") from None
+
+
+def _operator(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--operator",
+        choices=("pytorchjob", "trainjob"),
+        help="render for this operator instead of the file's spec.operator: a PyTorchJob "
+        "(training-operator v1.9) or a TrainJob (Kubeflow Trainer v2.3)",
+    )
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:
@@ -240,6 +251,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="client: print the manifest only; server: also check it can start, start nothing",
     )
     _output(apply, ("name", "yaml", "json"), "what to print")
+    _operator(apply)
     apply.set_defaults(handler="apply")
 
     status = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")

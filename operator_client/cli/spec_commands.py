@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..kubeflow.webhook import webhook_errors
+from ..errors import BadInput
+from ..kubeflow.webhook import admission_errors
 from ..render import render as render_job
 from ..render import to_json, to_yaml, to_yaml_stream
 from ..render.files import drift, write_manifests
@@ -18,16 +19,18 @@ from ..spec.loader import load_files
 from ..spec.schema import job_schema
 from . import console
 
+KINDS = {"pytorchjob": "PyTorchJob", "trainjob": "TrainJob"}
+
 
 def render(args: argparse.Namespace) -> int:
-    """`kctl-train render`: print or write the PyTorchJob of each job file."""
-    jobs, errors = load_files(args.files, sys.stdin)
+    """`kctl-train render`: print or write the PyTorchJob (or TrainJob) of each job file."""
+    jobs, errors = load_files(args.files, sys.stdin, args.operator)
     console.report([w for j in jobs for w in j.warnings])
     if errors:
         raise SpecError(errors)
     manifests = [render_job(j.job) for j in jobs]
     for loaded, manifest in zip(jobs, manifests, strict=True):
-        problems = webhook_errors(manifest)
+        problems = admission_errors(manifest)
         if problems:  # a renderer bug, never the user's: say so plainly
             console.error(
                 f"{loaded.source}: internal error, the operator would reject the "
@@ -36,6 +39,12 @@ def render(args: argparse.Namespace) -> int:
             return 1
     if args.pods:
         from ..render.pods import replica_pods
+
+        if any(m["kind"] != "PyTorchJob" for m in manifests):
+            raise BadInput(
+                "--pods: a TrainJob's pods come from its runtime and patches; scan "
+                "manifests/trainer-v2/cluster-training-runtime.yaml and the TrainJob instead"
+            )
 
         manifests = [doc for m in manifests for doc in (m, *replica_pods(m))]
     text = to_json if args.output == "json" else to_yaml
@@ -55,7 +64,7 @@ def render(args: argparse.Namespace) -> int:
 def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
     try:
         for target in write_manifests(directory, manifests, fmt):
-            print(f"pytorchjob/{target.stem} written to {target}")
+            print(f"{target.stem} written to {target}")
     except OSError as exc:
         console.error(f"cannot write to {directory}: {exc.strerror or exc}")
         return 1
@@ -79,7 +88,7 @@ def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def validate(args: argparse.Namespace) -> int:
     """`kctl-train validate`: every problem of every file, in text or JSON."""
-    jobs, errors = load_files(args.files, sys.stdin)
+    jobs, errors = load_files(args.files, sys.stdin, args.operator)
     warnings = [w for j in jobs for w in j.warnings]
     if args.output == "json":
         report = {
@@ -113,7 +122,7 @@ def validate(args: argparse.Namespace) -> int:
         hardware = f"{gpus} x {job.spec.resources.gpu_resource}" if gpus else "CPU"
         print(
             f"{loaded.source}: valid: {job.metadata.namespace}/{job.metadata.name}, "
-            f"{nodes}, {hardware} per node"
+            f"{nodes}, {hardware} per node, as a {KINDS[job.spec.operator]}"
         )
     return 0
 

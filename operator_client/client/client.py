@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import backend_for
 from ..backends.base import Backend, Finding, JobView
 from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
-from ..kubeflow.webhook import webhook_errors
+from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run
 from .handle import JobHandle
 from .jobs import load, with_namespace
@@ -54,15 +54,17 @@ class Client:
         )
         self.namespace = namespace
 
-    def validate(self, job: JobInput) -> list[SpecIssue]:
-        """The job's warnings; SpecError (its `issues`) when it is not valid."""
-        return load(job).warnings
+    def validate(self, job: JobInput, *, operator: str | None = None) -> list[SpecIssue]:
+        """The job's warnings; SpecError (its `issues`) when it is not valid (for
+        `operator`, when given, instead of its spec.operator)."""
+        return load(job, operator=operator).warnings
 
-    def render(self, job: JobInput) -> dict[str, Any]:
-        """The PyTorchJob manifest of the job (pure: same job, same manifest)."""
+    def render(self, job: JobInput, *, operator: str | None = None) -> dict[str, Any]:
+        """The job's manifest (pure: same job, same manifest): a PyTorchJob, or a TrainJob
+        for operator (or spec.operator) "trainjob"."""
         from ..render import render
 
-        return render(load(job).job)
+        return render(load(job, operator=operator).job)
 
     def apply(
         self,
@@ -74,6 +76,7 @@ class Client:
         dry_run: str | None = None,
         force_conflicts: bool = False,
         image: BuiltImage | None = None,
+        operator: str | None = None,
     ) -> JobHandle:
         """Render the job, check it can run, and submit it; a handle on it.
 
@@ -81,11 +84,18 @@ class Client:
         `force_namespace`); `storage` the store (local backend). `dry_run`: "client"
         renders only (the handle has the manifest), "server" also checks and validates
         with the backend, starting nothing. `image`: a build of the job's code (build());
-        the job runs it, pinned (a local backend runs its root filesystem). PreflightFailed
-        when checks find errors."""
+        the job runs it, pinned (a local backend runs its root filesystem). `operator`
+        replaces spec.operator; a TrainJob is rendered only (dry_run "client") in this
+        version. PreflightFailed when checks find errors."""
         from ..render import render
 
-        loaded = load(job)
+        loaded = load(job, operator=operator)
+        if loaded.job.spec.operator == "trainjob" and dry_run != "client":
+            raise BadInput(
+                f"{loaded.source}: kctl-train renders TrainJobs but does not run or follow them "
+                "yet: render it (kctl-train render, apply --dry-run=client) and apply it with "
+                "kubectl or your GitOps tool, or use --operator pytorchjob"
+            )
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
         if image is not None:
             spec = spec.model_copy(
@@ -100,7 +110,7 @@ class Client:
         if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
             warnings = [w for w in warnings if w.path != "spec.storage"]
         manifest = render(prepared)
-        problems = webhook_errors(manifest)
+        problems = admission_errors(manifest)
         if problems:  # a renderer bug, never the user's
             raise BackendError(f"internal error, the operator would reject the job: {problems}")
         handle = JobHandle(

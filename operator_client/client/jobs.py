@@ -18,22 +18,25 @@ if TYPE_CHECKING:
     JobInput = str | os.PathLike[str] | Mapping[str, Any] | TrainingJob
 
 
-def load(job: JobInput, source: str | None = None) -> LoadedJob:
+def load(job: JobInput, source: str | None = None, operator: str | None = None) -> LoadedJob:
     """Validate `job`: a TrainingJob as it is; a mapping as the document it is; a string
-    with a line break as YAML text; any other string or path as a file name. SpecError
-    lists every problem."""
+    with a line break as YAML text; any other string or path as a file name. `operator`
+    replaces its spec.operator (validated again for that operator). SpecError lists every
+    problem."""
     from ..spec import LoadedJob, load_job, load_job_text
     from ..spec.model import TrainingJob
 
     if isinstance(job, TrainingJob):
-        return LoadedJob(job, source or f"<job {job.metadata.name}>", [])
+        if operator is None or operator == job.spec.operator:
+            return LoadedJob(job, source or f"<job {job.metadata.name}>", [])
+        job = job.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(job, Mapping):
         # JSON is YAML: the loader's checks (sizes, control characters) apply alike.
-        return load_job_text(json.dumps(job), source or "<dict>")
+        return load_job_text(json.dumps(job), source or "<dict>", operator)
     if isinstance(job, str) and "\n" in job:
-        return load_job_text(job, source or "<string>")
+        return load_job_text(job, source or "<string>", operator)
     if isinstance(job, str | os.PathLike):
-        return load_job(Path(job))
+        return load_job(Path(job), operator)
     raise BadInput(f"a job is a path, YAML text, a dict or a TrainingJob, not {type(job).__name__}")
 
 

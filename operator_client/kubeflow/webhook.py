@@ -1,8 +1,8 @@
-"""The training-operator's validating webhook for PyTorchJobs, as plain rules.
-
-Read from pkg/webhooks/pytorch/ at v1.9.4 (docs/OPERATOR_CONTRACT.md). Used to check
-every rendered manifest before it leaves the client, and by the local backend, which
-must refuse what the cluster would refuse.
+"""The operators' admission rules, as plain rules: the training-operator's validating
+webhook for PyTorchJobs (pkg/webhooks/pytorch/ at v1.9.4, docs/OPERATOR_CONTRACT.md) and
+Kubeflow Trainer v2.3's for TrainJobs (docs/TRAINJOB.md). Used to check every rendered
+manifest before it leaves the client, and by the local backend, which must refuse what
+the cluster would refuse.
 """
 
 from __future__ import annotations
@@ -11,8 +11,55 @@ import re
 from typing import Any
 
 from . import pytorchjob as pj
+from . import trainjob as tj
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+# Names the torch plugin sets in the trainer container; the webhook refuses them in env.
+TRAINJOB_RESERVED_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+TRAINJOB_MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
+_MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/\S+$")
+
+
+def admission_errors(manifest: dict[str, Any]) -> list[str]:
+    """Why the cluster would refuse this manifest, whichever kind it is."""
+    if manifest.get("kind") == tj.KIND:
+        return trainjob_errors(manifest)
+    return webhook_errors(manifest)
+
+
+def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
+    """Why Trainer v2.3's CRD rules and webhook would reject this TrainJob (the runtime's
+    existence is the cluster's to check: `doctor`)."""
+    errors: list[str] = []
+    name = (manifest.get("metadata") or {}).get("name") or ""
+    if not _DNS_1035.match(name) or len(name) > 63:
+        errors.append(f"metadata.name {name!r} is not a DNS-1035 label of at most 63 characters")
+    spec = manifest.get("spec") or {}
+    ref = spec.get("runtimeRef") or {}
+    kind = f"{ref.get('kind', tj.RUNTIME_KIND)}.{ref.get('apiGroup', tj.GROUP)}"
+    if kind not in (f"TrainingRuntime.{tj.GROUP}", f"{tj.RUNTIME_KIND}.{tj.GROUP}"):
+        errors.append(f"spec.runtimeRef: unsupported runtime: {kind}")
+    managed_by = spec.get("managedBy")
+    if managed_by is not None and managed_by not in TRAINJOB_MANAGED_BY:
+        errors.append(f"spec.managedBy must be one of {', '.join(TRAINJOB_MANAGED_BY)}")
+    for item in (spec.get("trainer") or {}).get("env") or []:
+        if item.get("name") in TRAINJOB_RESERVED_ENV:
+            errors.append(f"spec.trainer.env: {item['name']} is set by the torch plugin")
+    for patch in spec.get("runtimePatches") or []:
+        if not _MANAGER.match(patch.get("manager", "")):
+            errors.append(
+                f"spec.runtimePatches: manager {patch.get('manager')!r} must be a "
+                "domain-prefixed path such as example.com/my-client"
+            )
+    return errors
 
 
 def webhook_errors(manifest: dict[str, Any]) -> list[str]:

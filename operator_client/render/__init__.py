@@ -1,4 +1,5 @@
-"""Pure rendering of a TrainingJob into the PyTorchJob manifest, and its text forms.
+"""Pure rendering of a TrainingJob into its manifest (a PyTorchJob, or a TrainJob when
+spec.operator says so), and its text forms.
 
 `render` and `spec_hash` are imported on first use (they load the spec model); the text
 forms are cheap.
@@ -10,14 +11,14 @@ from .output import to_json, to_yaml, to_yaml_stream
 
 if TYPE_CHECKING:
     from ..spec.document import spec_hash
-    from .pytorchjob import render
+    from .manifest import render
 
 __all__ = ["render", "spec_hash", "to_json", "to_yaml", "to_yaml_stream"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "render":
-        from .pytorchjob import render
+        from .manifest import render
 
         return render
     if name == "spec_hash":

@@ -44,8 +44,9 @@ def job_labels(job: TrainingJob) -> dict[str, str]:
     return labels
 
 
-def render(job: TrainingJob) -> dict[str, Any]:
-    """The PyTorchJob manifest for a validated job."""
+def object_metadata(job: TrainingJob) -> dict[str, Any]:
+    """The rendered object's metadata: the job's labels (and Kueue's queue label) and
+    annotations, with the spec hash and where the run's objects are."""
     spec = job.spec
     labels = job_labels(job)
     if spec.scheduling.queue:
@@ -59,7 +60,17 @@ def render(job: TrainingJob) -> dict[str, Any]:
             annotations[ENDPOINT_ANNOTATION] = spec.storage.endpoint
         if spec.storage.region:
             annotations[REGION_ANNOTATION] = spec.storage.region
+    return {
+        "name": job.metadata.name,
+        "namespace": job.metadata.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
 
+
+def render_pytorchjob(job: TrainingJob) -> dict[str, Any]:
+    """The PyTorchJob manifest for a validated job."""
+    spec = job.spec
     replica_specs: dict[str, Any] = {}
     if job.elastic:
         replica_specs[pj.WORKER] = _replica(job, job.max_nodes)
@@ -86,12 +97,7 @@ def render(job: TrainingJob) -> dict[str, Any]:
     return {
         "apiVersion": pj.API_VERSION,
         "kind": pj.KIND,
-        "metadata": {
-            "name": job.metadata.name,
-            "namespace": job.metadata.namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
+        "metadata": object_metadata(job),
         "spec": body,
     }
 
@@ -134,29 +140,42 @@ def _pod_spec(job: TrainingJob) -> dict[str, Any]:
     pod["enableServiceLinks"] = False
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
-    selector = node_selector(job)
-    if selector:
-        pod["nodeSelector"] = selector
-    tols = tolerations(job)
-    if tols:
-        pod["tolerations"] = tols
-    if spec.node_pool.affinity:
-        pod["affinity"] = spec.node_pool.affinity
+    pod.update(placement(job))
     if spec.scheduling.priority_class_name:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     pod["securityContext"] = pod_security_context()
     pod["terminationGracePeriodSeconds"] = spec.fault.termination_grace_period.seconds
-    pod["volumes"] = [
-        {
-            "name": "dshm",
-            "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory.text},
-        },
-        {"name": "tmp", "emptyDir": {}},
-    ]
+    pod["volumes"] = pod_volumes(spec.resources.shared_memory.text)
     return pod
 
 
-def _container(job: TrainingJob) -> dict[str, Any]:
+def placement(job: TrainingJob) -> dict[str, Any]:
+    """Where the pods may run: node selector, tolerations, affinity (each when given)."""
+    fields: dict[str, Any] = {}
+    selector = node_selector(job)
+    if selector:
+        fields["nodeSelector"] = selector
+    tols = tolerations(job)
+    if tols:
+        fields["tolerations"] = tols
+    if job.spec.node_pool.affinity:
+        fields["affinity"] = job.spec.node_pool.affinity
+    return fields
+
+
+def pod_volumes(shared_memory: str) -> list[dict[str, Any]]:
+    """/dev/shm in memory, sized; /tmp (HOME, caches) on a read-only root."""
+    return [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shared_memory}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+
+
+VOLUME_MOUNTS = ({"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"})
+
+
+def resources(job: TrainingJob) -> dict[str, Any]:
+    """The trainer container's requests and limits (GPUs and network devices in both)."""
     spec = job.spec
     net = network_additions(spec.network)
     requests = {"cpu": spec.resources.cpu.text, "memory": spec.resources.memory.text}
@@ -167,23 +186,29 @@ def _container(job: TrainingJob) -> dict[str, Any]:
     ):
         requests.update(extra)
         limits.update(extra)
+    return {"requests": requests, "limits": limits}
+
+
+def _container(job: TrainingJob) -> dict[str, Any]:
+    spec = job.spec
+    net = network_additions(spec.network)
     return {
         "name": pj.CONTAINER_NAME,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": list(RUNTIME_COMMAND),
-        "env": _env(job, net.env),
+        "env": trainer_env(job),
         "ports": [{"name": pj.PORT_NAME, "containerPort": pj.DEFAULT_PORT, "protocol": "TCP"}],
-        "resources": {"requests": requests, "limits": limits},
+        "resources": resources(job),
         "securityContext": container_security_context(net.capabilities),
-        "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": [dict(m) for m in VOLUME_MOUNTS],
     }
 
 
-def _env(job: TrainingJob, network_env: dict[str, str]) -> list[dict[str, Any]]:
+def trainer_env(job: TrainingJob) -> list[dict[str, Any]]:
+    """The trainer container's environment: the spec, the pod's IP, the store's settings
+    and credentials (from a Secret), the network profile's and the user's variables."""
+    network_env = network_additions(job.spec.network).env
     spec = job.spec
     env: list[dict[str, Any]] = [
         {"name": SPEC_ENV, "value": canonical_json(spec_document(job))},

@@ -64,9 +64,15 @@ class Finding:
     message: str
 
 
+# JobSet names a TrainJob's pods `<name>-node-0-<index>-<5 random characters>`.
+TRAINJOB_POD_SUFFIX = "-xxxxx"
+
+
 def longest_pod_name(job: TrainingJob) -> str:
     """The longest pod/Service name the operator creates for this job."""
     name = job.metadata.name
+    if job.spec.operator == "trainjob":
+        return f"{name}-node-0-{job.max_nodes - 1}{TRAINJOB_POD_SUFFIX}"
     if job.elastic:
         return f"{name}-worker-{job.max_nodes - 1}"
     if job.max_nodes > 1:
@@ -91,6 +97,8 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
         )
 
     yield from _label_problems(job)
+    if spec.operator == "trainjob":
+        yield from _trainjob_problems(job)
     size = len(job.model_dump_json(by_alias=True, exclude_none=True).encode())
     if size > SPEC_ENV_MAX:
         yield Finding(
@@ -206,6 +214,63 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
             ("spec", "fault", "terminationGracePeriod"),
             "0s leaves no time for the emergency checkpoint on preemption",
         )
+
+
+def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
+    """What a TrainJob (Kubeflow Trainer v2.3) cannot express: its pods come from a
+    cluster-wide runtime, and a TrainJob patches only part of them (docs/TRAINJOB.md)."""
+    spec = job.spec
+    instead = "or use operator: pytorchjob"
+    if job.elastic:
+        yield Finding(
+            ("spec", "nodes"),
+            "a TrainJob runs a fixed number of nodes (Kubeflow Trainer v2 has no elastic "
+            f"range): give nodes: N, {instead}",
+        )
+    runtime_owned = (
+        (spec.fault, "restart_policy", "OnFailure", "the pods' restart policy"),
+        (spec.fault, "backoff_limit", 6, "the Job's backoffLimit"),
+        (spec.cleanup, "pods", None, "which pods are deleted at the end (cleanPodPolicy)"),
+        (spec.cleanup, "ttl_after_finished", None, "deleting the finished job (TTL)"),
+        (spec.scheduling, "priority_class_name", None, "the pods' PriorityClass"),
+        (spec, "image_pull_policy", "IfNotPresent", "the image pull policy"),
+        (spec, "mount_service_account_token", False, "mounting the API token"),
+    )
+    for model, field, allowed, what in runtime_owned:
+        value = getattr(model, field)
+        if field in model.model_fields_set and value != allowed:
+            section = () if model is spec else (_section(spec, model),)
+            yield Finding(
+                ("spec", *section, to_camel(field)),
+                f"a TrainJob cannot set {what}: it belongs to the TrainingRuntime its pods "
+                "come from (the kctl-train ClusterTrainingRuntime in manifests/trainer-v2/ "
+                f"has {_shown(allowed)}); remove it, set it in a TrainingRuntime of your own, "
+                f"{instead}",
+            )
+    if spec.processes_per_node == "detect" and "gpu" not in spec.resources.gpu_resource:
+        yield Finding(
+            ("spec", "processesPerNode"),
+            "'detect' on a TrainJob leaves the count to Trainer v2, which passes `auto` only "
+            f"for a resource named like '*gpu*' ({spec.resources.gpu_resource} is not) and "
+            "otherwise starts one process per requested CPU: give a number",
+        )
+    if spec.scheduling.gang != "none":
+        yield Finding(
+            ("spec", "scheduling", "gang"),
+            "a TrainJob's gang scheduling is its runtime's podGroupPolicy (coscheduling or "
+            "volcano), not a job field: use a TrainingRuntime with podGroupPolicy, "
+            f"{instead}",
+        )
+
+
+def _section(spec: object, model: object) -> str:
+    return next(to_camel(k) for k, v in vars(spec).items() if v is model)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _label_problems(job: TrainingJob) -> Iterator[Finding]:

@@ -54,8 +54,9 @@ class LoadedJob:
     warnings: list[SpecIssue]
 
 
-def load_job(path: str | Path) -> LoadedJob:
-    """Read and validate a job file; raises SpecError for any problem, with positions."""
+def load_job(path: str | Path, operator: str | None = None) -> LoadedJob:
+    """Read and validate a job file; raises SpecError for any problem, with positions.
+    `operator` replaces the file's spec.operator (the CLI's --operator)."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -69,11 +70,12 @@ def load_job(path: str | Path) -> LoadedJob:
         raise _fail(source, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise _fail(source, exc.strerror or str(exc)) from None
-    return load_job_text(text, source)
+    return load_job_text(text, source, operator)
 
 
-def load_job_text(text: str, source: str = "<string>") -> LoadedJob:
-    """Validate job YAML given as text; `source` names it in messages."""
+def load_job_text(text: str, source: str = "<string>", operator: str | None = None) -> LoadedJob:
+    """Validate job YAML given as text; `source` names it in messages. `operator`
+    replaces its spec.operator before validation, so the operator's rules apply."""
     if len(text) > MAX_BYTES:
         raise _fail(
             source,
@@ -83,6 +85,8 @@ def load_job_text(text: str, source: str = "<string>") -> LoadedJob:
         )
     root = _compose(text, source)
     data = _construct(root, source)
+    if operator is not None and isinstance(data, dict) and isinstance(data.get("spec"), dict):
+        data["spec"]["operator"] = operator
     try:
         job = TrainingJob.model_validate(data)
     except ValidationError as exc:
@@ -371,13 +375,19 @@ def _inner(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def load_files(files: list[str], stdin: TextIO) -> tuple[list[LoadedJob], list[SpecIssue]]:
+def load_files(
+    files: list[str], stdin: TextIO, operator: str | None = None
+) -> tuple[list[LoadedJob], list[SpecIssue]]:
     """Load every file ('-': `stdin`); the jobs that loaded, and the errors of those that
     did not, plus one for each namespace/name that two files define."""
     jobs, errors = [], []
     for name in files:
         try:
-            jobs.append(load_job_text(stdin.read(), "<stdin>") if name == "-" else load_job(name))
+            jobs.append(
+                load_job_text(stdin.read(), "<stdin>", operator)
+                if name == "-"
+                else load_job(name, operator)
+            )
         except SpecError as exc:
             errors.extend(exc.issues)
     seen: dict[tuple[str, str], str] = {}

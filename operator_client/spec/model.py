@@ -339,7 +339,19 @@ class Cleanup(_Model):
     )
 
 
+OPERATORS = ("pytorchjob", "trainjob")
+
+
 class JobSpec(_Model):
+    operator: Literal["pytorchjob", "trainjob"] = Field(
+        "pytorchjob",
+        description=(
+            "What the job renders to: a Kubeflow PyTorchJob (training-operator v1.9) or a "
+            "TrainJob (Kubeflow Trainer v2.3, through the kctl-train ClusterTrainingRuntime)."
+        ),
+        # The kind of object, not part of what runs: kept out of the spec the pods get.
+        exclude=True,
+    )
     image: Annotated[str, Field(min_length=1, pattern=r"^\S+$")] = Field(
         description="Trainer image (built from images/), optionally pinned with @sha256:..."
     )
