@@ -54,10 +54,17 @@ def test_committed_jobs_match_a_fresh_render() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+HEALTH = {
+    "PyTorchJob": ("pytorchjob-health.yaml", "kubeflow.org_PyTorchJob"),
+    "TrainJob": ("trainjob-health.yaml", "trainer.kubeflow.org_TrainJob"),
+}
+
+
 def health(obj: dict[str, Any]) -> dict[str, str]:
     lupa = pytest.importorskip("lupa", reason="lupa (Lua for Python) is not installed")
-    doc = yaml.safe_load((ROOT / "manifests/argocd/pytorchjob-health.yaml").read_text())
-    script = doc["data"]["resource.customizations.health.kubeflow.org_PyTorchJob"]
+    file, key = HEALTH[obj["kind"]]
+    doc = yaml.safe_load((ROOT / "manifests/argocd" / file).read_text())
+    script = doc["data"][f"resource.customizations.health.{key}"]
     lua = lupa.LuaRuntime(unpack_returned_tuples=True)
     fn = lua.eval(f"function(obj)\n{script}\nend")
 
@@ -93,10 +100,60 @@ def cond(type_: str, status: str = "True") -> dict[str, str]:
             {"conditions": [cond("Created"), cond("Restarting")]},
             {"status": "Progressing", "message": "job is restarting"},
         ),
+        # Kueue suspends a queued job until it is admitted: not Progressing
+        (
+            {"conditions": [cond("Created"), cond("Suspended")]},
+            {"status": "Suspended", "message": "job is suspended"},
+        ),
+        (
+            {"conditions": [cond("Created"), cond("Suspended", "False"), cond("Running")]},
+            {"status": "Progressing", "message": "job is running"},
+        ),
     ],
 )
 def test_argocd_health(status: dict[str, Any] | None, expected: dict[str, str]) -> None:
     obj: dict[str, Any] = {"kind": "PyTorchJob"}
+    if status is not None:
+        obj["status"] = status
+    assert health(obj) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (
+            None,
+            {
+                "status": "Progressing",
+                "message": "running (Kubeflow Trainer reports no progress condition)",
+            },
+        ),
+        (
+            {"conditions": [cond("Suspended")]},
+            {"status": "Suspended", "message": "job is suspended"},
+        ),
+        (
+            {
+                "conditions": [cond("Suspended", "False")],
+                "jobsStatus": [{"name": "node", "active": 1}],
+            },
+            {
+                "status": "Progressing",
+                "message": "running (Kubeflow Trainer reports no progress condition)",
+            },
+        ),
+        ({"conditions": [cond("Complete")]}, {"status": "Healthy", "message": "job is complete"}),
+        (
+            {"conditions": [cond("Suspended", "False"), cond("Failed")]},
+            {"status": "Degraded", "message": "job is failed"},
+        ),
+    ],
+)
+def test_argocd_health_of_a_trainjob(
+    status: dict[str, Any] | None, expected: dict[str, str]
+) -> None:
+    """Trainer v2.3's conditions: Suspended, Complete, Failed (no Created or Running)."""
+    obj: dict[str, Any] = {"kind": "TrainJob"}
     if status is not None:
         obj["status"] = status
     assert health(obj) == expected
