@@ -58,7 +58,9 @@ class State:
     secrets: set[str] = field(default_factory=set)
     service_accounts: set[str] = field(default_factory=lambda: {"default"})
     nodes: list[dict[str, Any]] = field(default_factory=list)
-    crd_installed: bool = True
+    crd_installed: bool = True  # the PyTorchJob CRD
+    other_crds: set[str] = field(default_factory=set)  # e.g. trainjobs.trainer.kubeflow.org
+    runtimes: set[str] = field(default_factory=set)  # ClusterTrainingRuntime names
     denied: set[tuple[str, str, str]] = field(default_factory=set)  # (verb, resource, sub)
     immutable: str | None = None  # a message: changing an existing job's spec is rejected
     requests: list[Request] = field(default_factory=list)
@@ -198,20 +200,30 @@ class _Handler(BaseHTTPRequestHandler):
         query, _ = self._read()
         path = urlparse(self.path).path
         s = self.state
-        if (
-            path
-            == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.kubeflow.org"
+        if m := re.match(r"^/apis/apiextensions\.k8s\.io/v1/customresourcedefinitions/(.+)$", path):
+            crd = m.group(1)
+            installed = s.other_crds | ({"pytorchjobs.kubeflow.org"} if s.crd_installed else set())
+            if crd in installed:
+                body = {"kind": "CustomResourceDefinition", "metadata": {"name": crd}}
+                return self._send(200, body)
+            return self._status(404, "NotFound", f'customresourcedefinitions "{crd}" not found')
+        if m := re.match(
+            r"^/apis/trainer\.kubeflow\.org/v1alpha1/clustertrainingruntimes(?:/(.+))?$", path
         ):
-            if s.crd_installed:
-                return self._send(
-                    200,
-                    {
-                        "kind": "CustomResourceDefinition",
-                        "metadata": {"name": "pytorchjobs.kubeflow.org"},
-                    },
+            if "trainjobs.trainer.kubeflow.org" not in s.other_crds:
+                return self._status(
+                    404, "NotFound", "the server could not find the requested resource"
                 )
+            items = [
+                {"kind": "ClusterTrainingRuntime", "metadata": {"name": n}}
+                for n in sorted(s.runtimes)
+            ]
+            if m.group(1) is None:
+                return self._send(200, {"kind": "ClusterTrainingRuntimeList", "items": items})
+            if m.group(1) in s.runtimes:
+                return self._send(200, items[sorted(s.runtimes).index(m.group(1))])
             return self._status(
-                404, "NotFound", 'customresourcedefinitions "pytorchjobs.kubeflow.org" not found'
+                404, "NotFound", f'clustertrainingruntimes "{m.group(1)}" not found'
             )
         if m := re.match(r"^/api/v1/namespaces/([^/]+)$", path):
             if m.group(1) in s.namespaces:

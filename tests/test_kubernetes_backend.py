@@ -398,3 +398,78 @@ def test_no_kubeconfig_is_a_clear_error(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     code, _, err = run(capsys, "status", "train")
     assert code == 1 and "no usable Kubernetes configuration" in err and "--local" in err
+
+
+TRAINER_CRDS = {"trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"}
+
+
+@pytest.mark.parametrize(
+    ("setup", "argv", "expected"),
+    [
+        # a PyTorchJob for a cluster that runs Trainer v2 only: say which operator to use
+        (
+            lambda s: (setattr(s, "crd_installed", False), s.other_crds.update(TRAINER_CRDS)),
+            [],
+            "this cluster runs Kubeflow Trainer v2 instead: render for it with --operator trainjob",
+        ),
+        # a TrainJob for a cluster that runs the training-operator only
+        ((lambda s: None), ["--operator", "trainjob"], "use --operator pytorchjob"),
+        # Trainer v2 without kctl-train's runtime: which runtimes there are, how to install it
+        (
+            lambda s: (s.other_crds.update(TRAINER_CRDS), s.runtimes.add("torch-distributed")),
+            ["--operator", "trainjob"],
+            "ClusterTrainingRuntime kctl-train is not installed (runtimes here: "
+            "torch-distributed): kubectl apply --server-side -f "
+            "manifests/trainer-v2/cluster-training-runtime.yaml",
+        ),
+        # Trainer without JobSet
+        (
+            lambda s: (
+                s.other_crds.add("trainjobs.trainer.kubeflow.org"),
+                s.runtimes.add("kctl-train"),
+            ),
+            ["--operator", "trainjob"],
+            "the JobSet CRD (jobsets.jobset.x-k8s.io) is not installed",
+        ),
+    ],
+)
+def test_doctor_says_which_operator_the_cluster_runs(
+    api: FakeApiServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    setup: Any,
+    argv: list[str],
+    expected: str,
+) -> None:
+    setup(api.state)
+    code, _, err = run(capsys, "doctor", str(write(tmp_path)), *argv)
+    assert code == 1 and expected in err, err
+
+
+def test_doctor_of_a_trainjob_on_a_ready_cluster(
+    api: FakeApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Both operators installed, kctl-train's runtime too: the TrainJob's Secret and the
+    GPU nodes are checked as for a PyTorchJob; the PyTorchJob gets a note about Trainer."""
+    api.state.other_crds.update(TRAINER_CRDS)
+    api.state.runtimes.add("kctl-train")
+    api.state.namespaces.add("imaging")
+    example = str(ROOT / "examples/aks-a100.yaml")
+    code, _, err = run(capsys, "doctor", example, "--operator", "trainjob")
+    assert code == 1 and "Secret minio-credentials does not exist in namespace imaging" in err
+    assert "CRD" not in err and "ClusterTrainingRuntime" not in err
+    api.state.secrets.add("minio-credentials")
+    api.state.service_accounts.add("trainer")
+    api.state.nodes = [
+        {
+            "metadata": {"name": "n1", "labels": {"kubernetes.azure.com/agentpool": "a100pool"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        }
+    ]
+    code, out, err = run(capsys, "doctor", example, "--operator", "trainjob")
+    assert (code, out.strip()) == (
+        0,
+        "trainjob/segmentation: the kubernetes backend is ready for it",
+    ), err
+    code, _, err = run(capsys, "doctor", example)
+    assert "also runs Kubeflow Trainer v2 (TrainJob): --operator trainjob renders for it" in err

@@ -158,3 +158,16 @@ def test_the_operator_is_not_part_of_what_the_pods_run() -> None:
     assert v1["metadata"]["annotations"][hash_key] == v2["metadata"]["annotations"][hash_key]
     spec_env = next(e for e in v2["spec"]["trainer"]["env"] if e["name"] == "KCTL_TRAIN_SPEC")
     assert "operator" not in spec_env["value"]
+
+
+def test_the_local_backend_says_it_does_not_run_trainjobs_yet(tmp_path: Path) -> None:
+    from operator_client import Client
+    from operator_client.backends.local import LocalBackend
+    from operator_client.errors import BadInput
+
+    client = Client(LocalBackend(tmp_path))
+    (finding,) = client.preflight(ROOT / "examples" / "quickstart.yaml", operator="trainjob")
+    assert finding.level == "error" and finding.bad_input
+    assert "does not run a TrainJob yet" in finding.message
+    with pytest.raises(BadInput, match="renders TrainJobs but does not run or follow them"):
+        client.apply(ROOT / "examples" / "quickstart.yaml", operator="trainjob")

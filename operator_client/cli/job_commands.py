@@ -299,11 +299,12 @@ def doctor(args: argparse.Namespace) -> int:
     """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
     client = client_for(args)
     job = _job_input(args.file)
-    findings = client.preflight(job, force_namespace=args.force_namespace)
+    findings = client.preflight(job, force_namespace=args.force_namespace, operator=args.operator)
     _findings(findings, info=True)
     if all(f.level == "info" for f in findings):
-        name = client.render(job)["metadata"]["name"]
-        print(f"pytorchjob/{name}: the {client.backend.name} backend is ready for it")
+        manifest = client.render(job, operator=args.operator)
+        name = f"{manifest['kind'].lower()}/{manifest['metadata']['name']}"
+        print(f"{name}: the {client.backend.name} backend is ready for it")
     return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK
 
 

@@ -351,6 +351,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     doctor.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
     _where(doctor)
     _force_namespace(doctor)
+    _operator(doctor)
     doctor.set_defaults(handler="doctor")
 
     report = sub.add_parser(

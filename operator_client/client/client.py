@@ -170,12 +170,18 @@ class Client:
         return build_image(request, say or quiet, line or quiet)
 
     def preflight(
-        self, job: JobInput, *, namespace: str | None = None, force_namespace: bool = False
+        self,
+        job: JobInput,
+        *,
+        namespace: str | None = None,
+        force_namespace: bool = False,
+        operator: str | None = None,
     ) -> list[Finding]:
-        """What would stop or stall the job on this backend, errors first (`doctor`)."""
+        """What would stop or stall the job on this backend, errors first (`doctor`); on a
+        cluster, also which operators it runs against the one the job renders for."""
         from ..render import render
 
-        loaded = load(job)
+        loaded = load(job, operator=operator)
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
         return self.backend.check(render(self.backend.prepare(spec)[0]))
 

@@ -128,6 +128,15 @@ class LocalBackend(Backend):
         self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
+        if manifest.get("kind") != "PyTorchJob":
+            return [
+                Finding(
+                    "error",
+                    f"the local backend runs PyTorchJobs; it does not run a {manifest.get('kind')} "
+                    "yet (use --operator pytorchjob for a local run)",
+                    bad_input=True,
+                )
+            ]
         bindir = Path(sys.executable).parent
         count = replica_count(manifest)
         if count > MAX_REPLICAS:
