@@ -62,6 +62,24 @@ def test_examples_render_the_same_job_through_helm(chart: Any, path: Any) -> Non
     assert helm_render(chart, values_of(doc)) == render(load_job_text(path.read_text()).job)
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_render_the_same_trainjob_through_helm(chart: Any, path: Any) -> None:
+    """operator: trainjob through the chart: the same TrainJob, or a refusal where
+    kctl-train refuses too."""
+    from operator_client.spec import SpecError
+
+    doc = yaml.safe_load(path.read_text())
+    values = values_of(doc)
+    values["spec"] = {**values["spec"], "operator": "trainjob"}
+    try:
+        expected = render(load_job_text(path.read_text(), operator="trainjob").job)
+    except SpecError:
+        with pytest.raises(helm_python.HelmError, match="a TrainJob cannot carry this job"):
+            helm_render(chart, values)
+        return
+    assert helm_render(chart, values) == expected
+
+
 # No control characters: Helm's YAML encoder refuses them (the chart then fails loudly,
 # mustToYaml), and no real spec has them.
 text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8)
@@ -177,7 +195,10 @@ def test_helm_lint_is_clean() -> None:
         ({}, "give spec.train.model"),
         ({"command": ["x"], "nodes": {"min": 4, "max": 2}}, "min 4 is above max 2"),
         ({"command": ["x"], "train": {"model": "a.b:C"}}, "not both"),
-        ({"command": ["x"], "operator": "trainjob"}, "renders PyTorchJobs only so far"),
+        (
+            {"command": ["x"], "operator": "trainjob", "nodes": {"min": 1, "max": 2}},
+            "a TrainJob cannot carry this job (docs/TRAINJOB.md): spec.nodes",
+        ),
         ({"command": ["x"], "operator": "tfjob"}, "/spec/operator"),
     ],
 )

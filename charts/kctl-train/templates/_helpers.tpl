@@ -30,10 +30,7 @@ is dropped for a command job, tolerations get their default operator, quantities
 {{- /* nodes is a count or a {min, max} table: its default lives here, since Helm would
 warn when merging a table over a number from values.yaml */ -}}
 {{- if not (hasKey $spec "nodes") }}{{ $_ := set $spec "nodes" 1 }}{{ end -}}
-{{- /* spec.operator picks the kind; it is not part of the spec the pods get */ -}}
-{{- if eq (toString (default "pytorchjob" $spec.operator)) "trainjob" -}}
-{{- fail "spec.operator: trainjob: this chart renders PyTorchJobs only so far; render the TrainJob with `kctl-train render --operator trainjob`" -}}
-{{- end -}}
+{{- /* spec.operator picks the kind (the job template reads it); the pods' spec has none */ -}}
 {{- $_ := unset $spec "operator" -}}
 {{- if and (kindIs "map" $spec.nodes) (gt (int $spec.nodes.min) (int $spec.nodes.max)) -}}
 {{- fail (printf "spec.nodes: min %v is above max %v" $spec.nodes.min $spec.nodes.max) -}}
