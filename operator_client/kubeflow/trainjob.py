@@ -17,17 +17,3 @@ CONTAINER_NAME = "node"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 # runtimePatches entries are keyed by a domain-prefixed manager; this one is ours.
 PATCH_MANAGER = "kctl-train.io/render"
-MASTER_PORT = 29500
-# JobSet's labels on every pod of a TrainJob.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-
-
-def pod_hostname(job_name: str, index: int) -> str:
-    """A node pod's hostname (its name adds a random suffix): `<job>-node-0-<index>`."""
-    return f"{job_name}-{REPLICATED_JOB}-0-{index}"
-
-
-def master_address(job_name: str) -> str:
-    """PET_MASTER_ADDR: node 0's hostname in the JobSet's headless Service `<job>`."""
-    return f"{pod_hostname(job_name, 0)}.{job_name}"

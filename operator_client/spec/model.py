@@ -339,9 +339,6 @@ class Cleanup(_Model):
     )
 
 
-OPERATORS = ("pytorchjob", "trainjob")
-
-
 class JobSpec(_Model):
     operator: Literal["pytorchjob", "trainjob"] = Field(
         "pytorchjob",
