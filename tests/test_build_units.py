@@ -418,3 +418,19 @@ def test_a_big_workspace_is_refused_before_any_build(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "over the 1.0 KiB limit" in done.stderr and "data/ (4.0 KiB)" in done.stderr
+
+
+def test_docker_gets_credentials_through_a_private_config_removed_after(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.json"
+    auth.write_text(json.dumps({"auths": {"ghcr.io": {"auth": _auth("u", "p")}}}))
+    with Docker("").push_env(auth) as env:
+        config = Path(env["DOCKER_CONFIG"])
+        assert json.loads((config / "config.json").read_text()) == json.loads(auth.read_text())
+    assert not config.exists()
+    docker_dir = tmp_path / "docker"
+    docker_dir.mkdir()
+    (docker_dir / "config.json").write_text("{}")
+    with Docker("").push_env(docker_dir / "config.json") as env:
+        assert env == {"DOCKER_CONFIG": str(docker_dir)}
+    with Buildah("").push_env(auth) as env:
+        assert env == {}  # --authfile carries it

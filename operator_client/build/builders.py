@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,8 +44,10 @@ class Builder(ABC):
     def push_command(self, ref: ImageRef, auth_file: Path | None) -> list[str]:
         """Push the local tag `ref` to its registry."""
 
-    def push_env(self, auth_file: Path | None) -> dict[str, str]:
-        return {}
+    @contextmanager
+    def push_env(self, auth_file: Path | None) -> Iterator[dict[str, str]]:
+        """Extra environment for the push command (none: the command takes the file)."""
+        yield {}
 
     def pull_command(self, ref: ImageRef, auth_file: Path | None) -> list[str]:
         """Fetch `ref` into this builder's storage (a local run of a build made elsewhere)."""
@@ -103,13 +106,16 @@ class Docker(Builder):
     def push_command(self, ref: ImageRef, auth_file: Path | None) -> list[str]:
         return ["docker", "push", str(ref)]
 
-    def push_env(self, auth_file: Path | None) -> dict[str, str]:
-        # Docker reads credentials from $DOCKER_CONFIG/config.json only.
+    @contextmanager
+    def push_env(self, auth_file: Path | None) -> Iterator[dict[str, str]]:
+        # Docker reads credentials from $DOCKER_CONFIG/config.json only: another file is
+        # copied into a private directory for the push, and removed after it.
         if auth_file is None or auth_file.name == "config.json":
-            return {"DOCKER_CONFIG": str(auth_file.parent)} if auth_file else {}
-        config = Path(tempfile.mkdtemp(prefix="kctl-train-docker-"))
-        shutil.copy(auth_file, config / "config.json")
-        return {"DOCKER_CONFIG": str(config)}
+            yield {"DOCKER_CONFIG": str(auth_file.parent)} if auth_file else {}
+            return
+        with tempfile.TemporaryDirectory(prefix="kctl-train-docker-") as config:
+            shutil.copy(auth_file, Path(config) / "config.json")
+            yield {"DOCKER_CONFIG": config}
 
     def root(self, reference: str) -> ImageRoot:
         """Exported once per image ID under ~/.kctl-train/images/ (Docker keeps its

@@ -112,7 +112,8 @@ def build_image(
     start = time.monotonic()
     say(f"pushing {target}")
     try:
-        builder.run(builder.push_command(target, auth_file), line, builder.push_env(auth_file))
+        with builder.push_env(auth_file) as env:
+            builder.run(builder.push_command(target, auth_file), line, env)
     except BuildError as exc:
         raise push_error(target, str(exc)) from None
     digest = registry.digest(tag)
