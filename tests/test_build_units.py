@@ -434,3 +434,25 @@ def test_docker_gets_credentials_through_a_private_config_removed_after(tmp_path
         assert env == {"DOCKER_CONFIG": str(docker_dir)}
     with Buildah("").push_env(auth) as env:
         assert env == {}  # --authfile carries it
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-size", "lots"], "argument --max-size: 'lots' is not a Kubernetes quantity"),
+        ([], "say which image to build on: --base IMAGE, or a job file"),
+    ],
+)
+def test_bad_build_arguments_are_clear_errors(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    bindir = Path(sys.executable).parent
+    base = ["--base", "trainer:1"] if args else []
+    done = subprocess.run(
+        [str(bindir / "kctl-train"), "build", *base, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

@@ -94,6 +94,19 @@ def test_master_and_worker_fit_to_s3(tmp_path: Path, moto_endpoint: str, bucket:
     assert "\r" not in reps[0].text()  # plain lines for kubectl logs
 
 
+def kill_a_worker_after_the_first_checkpoint(reps: list[R.Replica], store: ObjectStore) -> None:
+    """SIGKILL one worker process of the second replica once a checkpoint is committed."""
+    deadline = time.monotonic() + 120
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and all(r.process.poll() is None for r in reps), logs(
+            reps
+        )
+        time.sleep(0.2)
+    pids = R.worker_pids(reps[1])
+    assert pids, logs(reps)
+    os.kill(pids[0], signal.SIGKILL)
+
+
 def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(
     tmp_path: Path, moto_endpoint: str, bucket: str
 ) -> None:
@@ -108,15 +121,7 @@ def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(
     )
     store = store_of(manifest, uri, moto_endpoint)
     reps = R.start(manifest, tmp_path)
-    deadline = time.monotonic() + 120
-    while not checkpoints.committed(store):
-        assert time.monotonic() < deadline and all(r.process.poll() is None for r in reps), logs(
-            reps
-        )
-        time.sleep(0.2)
-    pids = R.worker_pids(reps[1])
-    assert pids, logs(reps)
-    os.kill(pids[0], signal.SIGKILL)
+    kill_a_worker_after_the_first_checkpoint(reps, store)
     assert R.wait(reps) == [0, 0], logs(reps)
     resumed = [line for r in reps for line in r.text().splitlines() if "resuming from" in line]
     assert resumed, logs(reps)
@@ -154,15 +159,7 @@ def test_a_trainjob_node_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Pa
     manifest = job("v2", f"{{uri: '{uri}'}}", steps=160, every=20, delay=0.03)
     store = store_of(manifest, uri)
     reps = R.start(manifest, tmp_path, rewrite=as_trainjob)
-    deadline = time.monotonic() + 120
-    while not checkpoints.committed(store):
-        assert time.monotonic() < deadline and all(r.process.poll() is None for r in reps), logs(
-            reps
-        )
-        time.sleep(0.2)
-    pids = R.worker_pids(reps[1])
-    assert pids, logs(reps)
-    os.kill(pids[0], signal.SIGKILL)
+    kill_a_worker_after_the_first_checkpoint(reps, store)
     assert R.wait(reps) == [0, 0], logs(reps)
     assert "TrainJob (Kubeflow Trainer v2)" in reps[0].text()
     assert any("resuming from" in r.text() for r in reps), logs(reps)

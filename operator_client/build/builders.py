@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.base import ImageRoot
 from ..errors import BadInput, BuildError, NoBuilder
+from ..runstore.location import home
 from .registry import ImageRef, auth_files
 
 if TYPE_CHECKING:
@@ -118,12 +119,12 @@ class Docker(Builder):
             yield {"DOCKER_CONFIG": config}
 
     def root(self, reference: str) -> ImageRoot:
-        """Exported once per image ID under ~/.kctl-train/images/ (Docker keeps its
+        """Exported once per image ID under $KCTL_TRAIN_HOME/images/ (Docker keeps its
         layers in the engine, not in a directory we may read)."""
         image_id = self.image_id(reference)
         if image_id is None:
             raise BuildError(f"docker has no image {reference}")
-        target = Path.home() / ".kctl-train" / "images" / image_id.replace(":", "-")
+        target = home() / "images" / image_id.replace(":", "-")
         if not target.is_dir():
             partial = target.with_name(target.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)

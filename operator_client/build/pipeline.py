@@ -79,9 +79,10 @@ def build_image(
         say("left out as secrets: " + ", ".join(workspace.secrets[:10]) + more)
     builder = choose(request.builder)
     say(f"builder: {builder.name} ({builder.why})")
-    base = _base_identity(builder, request.base, request.registry_auth)
-    recipe = dockerfile(request.base, workspace.kind, workspace.digest())
-    tag = content_tag(recipe, base, workspace.digest())
+    files = auth_files(request.registry_auth)
+    digest = workspace.digest()
+    recipe = dockerfile(request.base, workspace.kind, digest)
+    tag = content_tag(recipe, _base_identity(builder, request.base, files), digest)
     target = ImageRef.parse(request.repository or local_repository(workspace.root)).with_tag(tag)
 
     def result(digest: str | None, built: bool, pushed: bool) -> BuiltImage:
@@ -91,21 +92,20 @@ def build_image(
             workspace, times, request.registry_auth,
         )  # fmt: skip
 
-    files = auth_files(request.registry_auth)
     auth_file = files[0] if files else None
     registry = None
     if request.repository:
         registry = Registry(target, credentials(target.registry, files))
-        digest = registry.digest(tag)
-        if digest is not None:
+        pushed = registry.digest(tag)
+        if pushed is not None:
             say(f"{target} is in the registry already: nothing to build or push")
-            return result(digest, False, False)
+            return result(pushed, False, False)
     elif builder.image_id(str(target)) is not None:
         say(f"{target} is built already: nothing to build")
         return result(None, False, False)
 
     start = time.monotonic()
-    _build(builder, workspace, recipe, str(target), say, line)
+    _build(builder, workspace, recipe, request.base, str(target), say, line)
     times["build"] = time.monotonic() - start
     if registry is None:
         return result(None, True, False)
@@ -116,12 +116,12 @@ def build_image(
             builder.run(builder.push_command(target, auth_file), line, env)
     except BuildError as exc:
         raise push_error(target, str(exc)) from None
-    digest = registry.digest(tag)
-    if digest is None:
+    pushed = registry.digest(tag)
+    if pushed is None:
         raise RegistryError(f"pushed {target}, but the registry does not list the tag")
     times["push"] = time.monotonic() - start
-    say(f"pushed {target} ({digest})")
-    return result(digest, True, True)
+    say(f"pushed {target} ({pushed})")
+    return result(pushed, True, True)
 
 
 def local_repository(directory: Path) -> str:
@@ -137,7 +137,7 @@ def content_tag(recipe: str, base: str, workspace_digest: str) -> str:
     return h.hexdigest()[:TAG_LENGTH]
 
 
-def _base_identity(builder: Builder, base: str, registry_auth: str | None) -> str:
+def _base_identity(builder: Builder, base: str, files: list[Path]) -> str:
     """What the base image is, for the hash: its local image ID, else the digest its
     registry reports for it, else (unreachable) its reference."""
     local = builder.image_id(base)
@@ -147,16 +147,20 @@ def _base_identity(builder: Builder, base: str, registry_auth: str | None) -> st
     if ref.digest:
         return ref.digest
     try:
-        digest = Registry(ref, credentials(ref.registry, auth_files(registry_auth))).digest(
-            ref.tag or "latest"
-        )
+        digest = Registry(ref, credentials(ref.registry, files)).digest(ref.tag or "latest")
     except RegistryError:
         digest = None
     return digest or base
 
 
 def _build(
-    builder: Builder, workspace: ws.Workspace, recipe: str, tag: str, say: Say, line: Say
+    builder: Builder,
+    workspace: ws.Workspace,
+    recipe: str,
+    base: str,
+    tag: str,
+    say: Say,
+    line: Say,
 ) -> None:
     context = Path(tempfile.mkdtemp(prefix="kctl-train-build-", dir=_scratch()))
     try:
@@ -168,7 +172,6 @@ def _build(
             builder.run(builder.build_command(context, tag, volumes), line)
         except BuildError as exc:
             if MISSING_RUNTIME in str(exc):
-                base = recipe.splitlines()[1].removeprefix("FROM ")
                 raise BadBaseImage(
                     f"{base} has no kctl-train-runtime on its PATH: build on the trainer image "
                     "(`make image`, images/README.md) or on an image with `pip install "

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import BadInput, RegistryError
 
@@ -88,11 +89,7 @@ class ImageRef:
     def loopback(self) -> bool:
         """A registry on this machine: spoken to over plain HTTP when it has no TLS,
         as Docker does for 127.0.0.0/8."""
-        host = (
-            self.registry.rsplit(":", 1)[0]
-            if not self.registry.startswith("[")
-            else (self.registry[1:].split("]", 1)[0])
-        )
+        host = urlsplit(f"//{self.registry}").hostname or ""
         if host == "localhost":
             return True
         try:

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..errors import EXIT_OK, BadInput
+from ..errors import EXIT_OK
 from . import console
 from .progress import StatusLine
 
@@ -42,8 +42,6 @@ def build(args: argparse.Namespace) -> int:
     """`kctl-train build [DIR]`: print the reference a job should run."""
     from ..client import Client
 
-    if args.file is None and args.base is None:
-        raise BadInput("say which image to build on: --base IMAGE, or -f JOB_FILE (its spec.image)")
     built = run_build(Client("local"), args, args.directory, args.file)
     if args.output == "json":
         print(json.dumps(describe(built), indent=2))

@@ -102,7 +102,6 @@ def _build_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 REPO_ENV = "KCTL_TRAIN_IMAGE_REPO"
-_SIZE_UNITS = {"": 1, "k": 2**10, "ki": 2**10, "m": 2**20, "mi": 2**20, "g": 2**30, "gi": 2**30}
 
 
 def add_build_flags(cmd: argparse.ArgumentParser) -> None:
@@ -140,13 +139,13 @@ def add_build_flags(cmd: argparse.ArgumentParser) -> None:
 
 
 def size(text: str) -> int:
-    """512Mi, 2G, 1000000: bytes."""
-    number = text.rstrip("BbIiKkMmGg")
-    unit = text[len(number) :].lower().rstrip("b")
+    """A Kubernetes quantity (512Mi, 2Gi, 1000000) in bytes."""
+    from ..spec.units import parse_quantity  # only when the flag is given
+
     try:
-        return int(float(number) * _SIZE_UNITS[unit])
-    except (ValueError, KeyError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; e.g. 512Mi or 2Gi") from None
+        return int(parse_quantity(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _operator(cmd: argparse.ArgumentParser) -> None:

@@ -155,7 +155,7 @@ class Client:
         if base is None:
             if job is None:
                 raise BadInput(
-                    "say which image to build on: --base IMAGE, or a job file (its spec.image)"
+                    "say which image to build on: --base IMAGE, or a job file (-f; its spec.image)"
                 )
             base = load(job).job.spec.image
         request = BuildRequest(

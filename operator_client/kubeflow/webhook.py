@@ -28,6 +28,14 @@ TRAINJOB_MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.
 _MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/\S+$")
 
 
+def _name_errors(manifest: dict[str, Any]) -> list[str]:
+    """Both operators: the name is a DNS-1035 label of at most 63 characters."""
+    name = (manifest.get("metadata") or {}).get("name") or ""
+    if not _DNS_1035.match(name) or len(name) > 63:
+        return [f"metadata.name {name!r} is not a DNS-1035 label of at most 63 characters"]
+    return []
+
+
 def admission_errors(manifest: dict[str, Any]) -> list[str]:
     """Why the cluster would refuse this manifest, whichever kind it is."""
     if manifest.get("kind") == tj.KIND:
@@ -38,10 +46,7 @@ def admission_errors(manifest: dict[str, Any]) -> list[str]:
 def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     """Why Trainer v2.3's CRD rules and webhook would reject this TrainJob (the runtime's
     existence is the cluster's to check: `doctor`)."""
-    errors: list[str] = []
-    name = (manifest.get("metadata") or {}).get("name") or ""
-    if not _DNS_1035.match(name) or len(name) > 63:
-        errors.append(f"metadata.name {name!r} is not a DNS-1035 label of at most 63 characters")
+    errors = _name_errors(manifest)
     spec = manifest.get("spec") or {}
     ref = spec.get("runtimeRef") or {}
     kind = f"{ref.get('kind', tj.RUNTIME_KIND)}.{ref.get('apiGroup', tj.GROUP)}"
@@ -65,10 +70,7 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
 def webhook_errors(manifest: dict[str, Any]) -> list[str]:
     """Why the operator's webhook would reject this PyTorchJob; empty when it accepts it.
     Absent fields and explicit nulls are alike, as in Go."""
-    errors: list[str] = []
-    name = (manifest.get("metadata") or {}).get("name") or ""
-    if not _DNS_1035.match(name) or len(name) > 63:
-        errors.append(f"metadata.name {name!r} is not a DNS-1035 label of at most 63 characters")
+    errors = _name_errors(manifest)
     spec = manifest.get("spec") or {}
     managed_by = (spec.get("runPolicy") or {}).get("managedBy")
     if managed_by is not None and managed_by not in pj.MANAGED_BY:

@@ -21,7 +21,7 @@ from typing import Any
 from ..contract import RUNTIME_COMMAND
 from ..kubeflow import trainjob as tj
 from ..spec.document import nproc_per_node
-from ..spec.model import TrainingJob
+from ..spec.model import FaultPolicy, TrainingJob
 from .network import network_additions
 from .output import to_yaml
 from .pytorchjob import (
@@ -39,8 +39,9 @@ from .waivers import skip_annotations
 # The runtime's defaults, which every TrainJob replaces or patches.
 RUNTIME_IMAGE = "ghcr.io/kctl-train/trainer:0.1.0"
 RUNTIME_SHARED_MEMORY = "1Gi"
-# The Job's backoffLimit in the runtime: the spec's default (fault.backoffLimit).
-RUNTIME_BACKOFF_LIMIT = 6
+# The Job's backoffLimit in the runtime: the spec's default (spec/checks.py refuses any
+# other value for a TrainJob).
+RUNTIME_BACKOFF_LIMIT: int = FaultPolicy.model_fields["backoff_limit"].default
 RUNTIME_FILE = "cluster-training-runtime.yaml"
 
 

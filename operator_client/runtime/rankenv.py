@@ -146,16 +146,28 @@ def _pytorchjob_master(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan |
     world = _int(env, "WORLD_SIZE")
     if rank >= world or rank >= nnodes:
         raise RankEnvError(f"RANK={rank} is not below WORLD_SIZE={world} and PET_NNODES={nnodes}")
-    # c10d at the Master's address: the Master's agent hosts the store, every node may
-    # restart in place (the static backend cannot re-rendezvous).
-    conf = {**RDZV_CONF, "is_host": "true" if rank == 0 else "false"}
+    endpoint = f"{env['MASTER_ADDR']}:{_int(env, 'MASTER_PORT')}"
+    return _hosted("PyTorchJob (Master/Worker)", env, gpus, d, nnodes, rank, endpoint)
+
+
+def _hosted(
+    source: str,
+    env: Mapping[str, str],
+    gpus: int,
+    d: Defaults,
+    nnodes: int,
+    rank: int,
+    endpoint: str,
+) -> LaunchPlan:
+    """A fixed-size job's plan: c10d at node 0's address, its agent hosting the store,
+    so every node may restart in place (the static backend cannot re-rendezvous)."""
     return LaunchPlan(
-        source="PyTorchJob (Master/Worker)",
+        source=source,
         nnodes=str(nnodes),
         nproc_per_node=nproc_per_node(env.get("PET_NPROC_PER_NODE"), gpus),
-        rdzv_endpoint=f"{env['MASTER_ADDR']}:{_int(env, 'MASTER_PORT')}",
+        rdzv_endpoint=endpoint,
         rdzv_id=d.job_id,
-        rdzv_conf=conf,
+        rdzv_conf={**RDZV_CONF, "is_host": "true" if rank == 0 else "false"},
         max_restarts=d.max_restarts,
         node_rank=rank,
         local_addr=env.get(POD_IP_ENV) or None,
@@ -184,19 +196,9 @@ def _trainjob(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
     nnodes, rank = int(nnodes_text), _int(env, "PET_NODE_RANK")
     if not 0 <= rank < nnodes:
         raise RankEnvError(f"PET_NODE_RANK={rank} is not below PET_NNODES={nnodes}")
-    # As for a PyTorchJob's Master: c10d hosted by node 0's agent at the master address,
-    # so a node restarted in place re-joins (torchrun's default here, static, cannot).
-    return LaunchPlan(
-        source="TrainJob (Kubeflow Trainer v2)",
-        nnodes=str(nnodes),
-        nproc_per_node=nproc_per_node(env.get("PET_NPROC_PER_NODE"), gpus),
-        rdzv_endpoint=f"{env['PET_MASTER_ADDR']}:{_int(env, 'PET_MASTER_PORT')}",
-        rdzv_id=d.job_id,
-        rdzv_conf={**RDZV_CONF, "is_host": "true" if rank == 0 else "false"},
-        max_restarts=d.max_restarts,
-        node_rank=rank,
-        local_addr=env.get(POD_IP_ENV) or None,
-    )
+    # As for a PyTorchJob's Master (torchrun's default here, static, cannot re-join).
+    endpoint = f"{env['PET_MASTER_ADDR']}:{_int(env, 'PET_MASTER_PORT')}"
+    return _hosted("TrainJob (Kubeflow Trainer v2)", env, gpus, d, nnodes, rank, endpoint)
 
 
 def _pytorchjob_without_endpoint(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:

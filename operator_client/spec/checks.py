@@ -227,19 +227,32 @@ def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
             "a TrainJob runs a fixed number of nodes (Kubeflow Trainer v2 has no elastic "
             f"range): give nodes: N, {instead}",
         )
+    # The kctl-train runtime has the spec's defaults for the first five; for cleanup and
+    # the PriorityClass it has nothing a TrainJob could change.
     runtime_owned = (
-        (spec.fault, "restart_policy", "OnFailure", "the pods' restart policy"),
-        (spec.fault, "backoff_limit", 6, "the Job's backoffLimit"),
-        (spec.cleanup, "pods", None, "which pods are deleted at the end (cleanPodPolicy)"),
-        (spec.cleanup, "ttl_after_finished", None, "deleting the finished job (TTL)"),
-        (spec.scheduling, "priority_class_name", None, "the pods' PriorityClass"),
-        (spec, "image_pull_policy", "IfNotPresent", "the image pull policy"),
-        (spec, "mount_service_account_token", False, "mounting the API token"),
+        (("fault",), spec.fault, "restart_policy", True, "the pods' restart policy"),
+        (("fault",), spec.fault, "backoff_limit", True, "the Job's backoffLimit"),
+        (
+            ("cleanup",),
+            spec.cleanup,
+            "pods",
+            False,
+            "which pods are deleted at the end (cleanPodPolicy)",
+        ),
+        (
+            ("cleanup",),
+            spec.cleanup,
+            "ttl_after_finished",
+            False,
+            "deleting the finished job (TTL)",
+        ),
+        (("scheduling",), spec.scheduling, "priority_class_name", False, "the pods' PriorityClass"),
+        ((), spec, "image_pull_policy", True, "the image pull policy"),
+        ((), spec, "mount_service_account_token", True, "mounting the API token"),
     )
-    for model, field, allowed, what in runtime_owned:
-        value = getattr(model, field)
-        if field in model.model_fields_set and value != allowed:
-            section = () if model is spec else (_section(spec, model),)
+    for section, model, field, runtime_has_default, what in runtime_owned:
+        allowed = type(model).model_fields[field].default if runtime_has_default else None
+        if field in model.model_fields_set and getattr(model, field) != allowed:
             yield Finding(
                 ("spec", *section, to_camel(field)),
                 f"a TrainJob cannot set {what}: it belongs to the TrainingRuntime its pods "
@@ -261,10 +274,6 @@ def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
             "volcano), not a job field: use a TrainingRuntime with podGroupPolicy, "
             f"{instead}",
         )
-
-
-def _section(spec: object, model: object) -> str:
-    return next(to_camel(k) for k, v in vars(spec).items() if v is model)
 
 
 def _shown(value: object) -> str:
