@@ -54,7 +54,7 @@ class PreflightFailed(KctlTrainError):
     def __init__(self, name: str, findings: list[Any]) -> None:
         errors = [f for f in findings if f.level == "error"]
         super().__init__(
-            f"pytorchjob/{name} not applied: "
+            f"{name} not applied: "
             + ("; ".join(f.message for f in errors) if errors else "fix the errors above")
         )
         self.findings = findings

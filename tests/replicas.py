@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from operator_client.backends.local.launch import free_port
-from operator_client.backends.local.local_env import container_of, replica_command, replica_env
+from operator_client.backends.local.local_env import replica_command, replica_env
 from operator_client.kubeflow import lifecycle
 from operator_client.kubeflow.lifecycle import replicas_of
+from operator_client.kubeflow.workload import workload_of
 
 
 @dataclass
@@ -46,16 +47,17 @@ def start(
     port = free_port()
     bindir = Path(sys.executable).parent
     started = []
-    for replica in replicas_of(manifest):
+    workload = workload_of(manifest)
+    for replica in replicas_of(workload):
         tmp = workdir / replica.name
         tmp.mkdir(parents=True, exist_ok=True)
         env = {
-            **replica_env(manifest, replica, port=port, base=os.environ, tmpdir=tmp),
+            **replica_env(workload, replica, port=port, base=os.environ, tmpdir=tmp),
             **(extra_env or {}),
         }
         if rewrite is not None:
             env = rewrite(replica, env, port)
-        command = replica_command(container_of(manifest, replica.type), bindir)
+        command = replica_command(workload.container(replica.type), bindir)
         log = workdir / f"{replica.name}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(

@@ -157,6 +157,7 @@ def test_replica_statuses_count_pods_per_type() -> None:
 
 def test_policy_from_a_manifest_uses_the_operator_defaults() -> None:
     manifest = {
+        "kind": "PyTorchJob",
         "metadata": {"name": "j"},
         "spec": {
             "pytorchReplicaSpecs": {

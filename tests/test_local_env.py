@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from operator_client.backends.local.local_env import (
-    container_of,
     loopback_for,
     replica_command,
     replica_env,
 )
 from operator_client.kubeflow.lifecycle import Replica, replicas_of
 from operator_client.kubeflow.pod_env import PodEnvError
+from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
 from operator_client.spec import load_job_text
 
@@ -94,7 +94,9 @@ def test_operator_variables_match_the_contract(
     extra: str, rtype: str, index: int, expected: dict[str, str], tmp_path: Path
 ) -> None:
     job = manifest(f"  {extra}\n")
-    env = replica_env(job, Replica("r", rtype, index), port=PORT, base={}, tmpdir=tmp_path)
+    env = replica_env(
+        workload_of(job), Replica("r", rtype, index), port=PORT, base={}, tmpdir=tmp_path
+    )
     assert {k: v for k, v in env.items() if k in OPERATOR_VARS} == expected
 
 
@@ -108,7 +110,7 @@ def test_replicas_are_those_the_operator_creates() -> None:
 
 
 def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) -> None:
-    job = manifest("  nodes: 2\n  env: {MY_FLAG: 'on'}\n")
+    job = workload_of(manifest("  nodes: 2\n  env: {MY_FLAG: 'on'}\n"))
     base = {"PATH": "/usr/bin", "RANK": "7", "PET_NNODES": "9", "KCTL_TRAIN_SPEC": "{}"}
     env = replica_env(job, Replica("r", "Worker", 0), port=PORT, base=base, tmpdir=tmp_path)
     assert env["PATH"] == "/usr/bin"
@@ -120,7 +122,7 @@ def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) 
 
 
 def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
-    job = manifest("  storage: {uri: 's3://bucket/runs', credentialsSecret: s3}\n")
+    job = workload_of(manifest("  storage: {uri: 's3://bucket/runs', credentialsSecret: s3}\n"))
     base = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"}
     env = replica_env(job, Replica("r", "Master", 0), port=PORT, base=base, tmpdir=tmp_path)
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("id", "secret")
@@ -145,11 +147,11 @@ def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
     ],
 )
 def test_only_this_jobs_services_map_to_loopback(host: str, expected: str) -> None:
-    assert loopback_for("job")(host) == expected
+    assert loopback_for(workload_of(manifest("  nodes: 14\n")))(host) == expected
 
 
 def test_the_installed_runtime_stands_in_for_the_image(tmp_path: Path) -> None:
-    container = container_of(manifest("  nodes: 1\n"), "Master")
+    container = workload_of(manifest("  nodes: 1\n")).container("Master")
     (tmp_path / "kctl-train-runtime").write_text("#!/bin/sh\n")
     assert replica_command(container, tmp_path) == [str(tmp_path / "kctl-train-runtime")]
     with pytest.raises(PodEnvError, match="is not installed here"):

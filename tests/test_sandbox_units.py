@@ -22,6 +22,7 @@ from operator_client.backends.local.sandbox.podspec import (
 )
 from operator_client.backends.local.sandbox.relay import loopback_port
 from operator_client.backends.local.sandbox.support import PROCESS, choose
+from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
 from operator_client.spec.loader import load_job
 
@@ -47,8 +48,11 @@ def test_emptydirs_and_the_memory_limit_come_from_the_manifest(
 ) -> None:
     job = manifest(tmp_path, f"  resources: {resources}\n")
     for replica_type in ("Master", "Worker"):
-        assert set(emptydirs(job, replica_type)) == {Tmpfs("/tmp", tmp), Tmpfs("/dev/shm", shm)}
-        assert memory_limit(job, replica_type) == limit
+        assert set(emptydirs(workload_of(job), replica_type)) == {
+            Tmpfs("/tmp", tmp),
+            Tmpfs("/dev/shm", shm),
+        }
+        assert memory_limit(workload_of(job), replica_type) == limit
 
 
 @pytest.mark.parametrize(
@@ -70,7 +74,7 @@ def test_identity_follows_the_security_contexts(
         template["securityContext"].update(pod)
     if container is not None:
         template["containers"][0]["securityContext"].update(container)
-    assert identity(job, "Worker") == expected
+    assert identity(workload_of(job), "Worker") == expected
 
 
 def test_hosts_name_every_pod() -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from operator_client.kubeflow.training_runtime import runtime
 from operator_client.kubeflow.webhook import admission_errors
 from operator_client.render import render, to_yaml
-from operator_client.render.trainjob import RUNTIME_FILE, runtime
+from operator_client.render.trainjob import RUNTIME_FILE
 from operator_client.spec import SpecError, load_job, load_job_text
 
 from .conftest import EXAMPLES, ROOT, job_yaml

@@ -25,6 +25,7 @@ from ..contract import (
 )
 from ..errors import BackendError, BadInput, NoStorage
 from ..kubeflow import lifecycle as lc
+from ..kubeflow import trainjob as tj
 from ..storage import ObjectStore, open_store
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class JobView:
     backend: str
     name: str
     namespace: str
-    state: str  # lifecycle.job_state: a condition type, Pending or Unknown
+    state: str  # lifecycle.state_of: a condition type, Pending or Unknown
     message: str  # why it is in that state (the newest condition's message)
     conditions: tuple[Condition, ...] = ()
     replicas: tuple[Replica, ...] = ()
@@ -120,6 +121,7 @@ class JobView:
     ended: bool = False
     runs_as: str = ""  # how the backend runs the replicas, where it has a choice
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)  # for -o yaml|json
+    kind: str = "PyTorchJob"  # or TrainJob
 
     @property
     def succeeded(self) -> bool:
@@ -321,8 +323,8 @@ class Backend(abc.ABC):
         where = view.storage
         if where is None:
             raise NoStorage(
-                f"pytorchjob/{view.name} has no {RUN_ROOT_ANNOTATION} annotation: it was not "
-                "rendered by kctl-train with storage (use --from STORAGE_URI)"
+                f"{view.kind.lower()}/{view.name} has no {RUN_ROOT_ANNOTATION} annotation: it "
+                "was not rendered by kctl-train with storage (use --from STORAGE_URI)"
             )
         return open_store(
             where.root,
@@ -333,7 +335,10 @@ class Backend(abc.ABC):
 
 
 def replica_count(manifest: Mapping[str, Any]) -> int:
-    """How many replicas a PyTorchJob asks for."""
+    """How many replicas (pods) a PyTorchJob or TrainJob asks for. A TrainJob without
+    numNodes takes its runtime's, which every stock runtime and kctl-train's set to 1."""
+    if manifest.get("kind") == tj.KIND:
+        return int((manifest.get("spec", {}).get("trainer") or {}).get("numNodes") or 1)
     specs = manifest.get("spec", {}).get("pytorchReplicaSpecs", {})
     return sum(int(r.get("replicas", 1)) for r in specs.values())
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from ..contract import RUNTIME_COMMAND
-from ..render.security import RUN_AS_GROUP, RUN_AS_USER
+from ..kubeflow.security import RUN_AS_GROUP, RUN_AS_USER
 
 # Bumped when the recipe's output changes for the same inputs: part of every tag.
 RECIPE_VERSION = "1"

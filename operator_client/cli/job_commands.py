@@ -21,6 +21,7 @@ from ..errors import (
     PreflightFailed,
     WaitTimeout,
 )
+from ..kubeflow.kinds import kind_of
 from . import console, output
 from .progress import StatusLine, TransferDisplay
 
@@ -95,7 +96,8 @@ def apply(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         output.objects(submitted.object, args.output)
     else:
-        print(f"pytorchjob.kubeflow.org/{handle.name} {submitted.verb} ({submitted.how})")
+        resource = kind_of(submitted.object or handle.manifest or {}).resource
+        print(f"{resource}/{handle.name} {submitted.verb} ({submitted.how})")
     view = submitted.view
     console.info(f"  storage: {view.storage.root if view and view.storage else '-'}")
     if submitted.resume_step is not None:

@@ -45,7 +45,9 @@ def job_detail(view: JobView) -> None:
     """One job: state, replicas (with why each is stuck), conditions."""
     how = f", {view.runs_as}" if view.runs_as else ""
     where = f" (local{how})" if view.backend == "local" else ""
-    print(f"pytorchjob/{view.name}{where}  {view.state}  {age(view.started, view.completed)}")
+    print(
+        f"{view.kind.lower()}/{view.name}{where}  {view.state}  {age(view.started, view.completed)}"
+    )
     print(f"{'REPLICA':<14}{'PHASE':<12}{'RESTARTS':<10}{'EXIT':<6}NODE")
     for r in view.replicas:
         code = "-" if r.exit_code is None else str(r.exit_code)

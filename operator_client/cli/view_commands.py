@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import EXIT_FAILED, EXIT_OK
+from ..errors import EXIT_FAILED, EXIT_OK, JobNotFound
 from ..kubeflow import lifecycle as lc
+from ..kubeflow.kinds import kind_of
 from . import output
 from .job_commands import client_for
 
@@ -46,6 +47,10 @@ def logs(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
     client = client_for(args)
+    try:
+        kind = kind_of(client.get(args.name).kind)
+    except JobNotFound:
+        kind = kind_of({})  # delete says it is missing, or ignores it
     if client.delete(args.name, wait=args.wait, missing_ok=args.ignore_not_found):
-        print(f"pytorchjob.kubeflow.org/{args.name} deleted ({client.backend.name})")
+        print(f"{kind.resource}/{args.name} deleted ({client.backend.name})")
     return EXIT_OK

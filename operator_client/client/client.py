@@ -85,17 +85,11 @@ class Client:
         renders only (the handle has the manifest), "server" also checks and validates
         with the backend, starting nothing. `image`: a build of the job's code (build());
         the job runs it, pinned (a local backend runs its root filesystem). `operator`
-        replaces spec.operator; a TrainJob is rendered only (dry_run "client") in this
-        version. PreflightFailed when checks find errors."""
+        replaces spec.operator (pytorchjob or trainjob). PreflightFailed when checks find
+        errors."""
         from ..render import render
 
         loaded = load(job, operator=operator)
-        if loaded.job.spec.operator == "trainjob" and dry_run != "client":
-            raise BadInput(
-                f"{loaded.source}: kctl-train renders TrainJobs but does not run or follow them "
-                "yet: render it (kctl-train render, apply --dry-run=client) and apply it with "
-                "kubectl or your GitOps tool, or use --operator pytorchjob"
-            )
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
         if image is not None:
             spec = spec.model_copy(

@@ -20,6 +20,7 @@ from ..backends.base import (
 )
 from ..contract import FAULTS
 from ..errors import BadInput, JobNotFound, WaitTimeout
+from ..kubeflow.kinds import kind_of
 from .collecting import Collected, collect_run
 from .failure import FailureReport, failure_report
 
@@ -67,7 +68,8 @@ class JobHandle:
                     final = event.view
                 if timeout is not None and time.monotonic() - started > timeout:
                     raise WaitTimeout(
-                        f"pytorchjob/{self.name} still runs after {timeout:g}s; it goes on"
+                        f"{kind_of(self.manifest or {}).short}/{self.name} still runs after "
+                        f"{timeout:g}s; it goes on"
                     )
         finally:
             events.close()

@@ -1,19 +1,27 @@
-"""The training-operator's job lifecycle rules (v1.9.4, docs/OPERATOR_CONTRACT.md), as pure
-functions: conditions, replica statuses, and what happens when a replica exits.
+"""The operators' job lifecycle rules, as pure functions: conditions, replica statuses,
+and what happens when a replica exits. A PyTorchJob follows the training-operator v1.9.4
+(docs/OPERATOR_CONTRACT.md); a TrainJob follows its node Job and JobSet (Trainer v2.3,
+docs/TRAINJOB.md): pods restart in place up to the Job's backoffLimit, the first failed
+Job fails the JobSet, and the job is Complete when every node pod exited 0.
 
-The local backend applies them to processes; a table test pins each rule. One deliberate
-difference: an in-place container restart (restartPolicy OnFailure) shows the job as
-Restarting until the replica runs again, where the operator keeps it Running and only the
-pod's restartCount grows.
+The local backend applies them to processes; a table test pins each rule. Both kinds
+share one state machine (Created, Running, Restarting, Succeeded, Failed, Suspended);
+`status_body` writes each kind's own status from it (a TrainJob has only Complete, Failed
+and Suspended conditions). One deliberate difference: an in-place container restart
+(restartPolicy OnFailure) shows the job as Restarting until the replica runs again, where
+the operator keeps it Running and only the pod's restartCount grows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from . import pytorchjob as pj
+from . import trainjob as tj
+from .workload import Workload, workload_of
 
 CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
 SUCCEEDED, FAILED, SUSPENDED = "Succeeded", "Failed", "Suspended"
@@ -30,7 +38,7 @@ PENDING, ACTIVE, DONE, CRASHED = "Pending", "Running", "Succeeded", "Failed"
 
 @dataclass(frozen=True)
 class Policy:
-    """The parts of a PyTorchJob that decide its lifecycle."""
+    """The parts of a job that decide its lifecycle."""
 
     job: str
     restart: Mapping[str, str]  # replica type -> restartPolicy
@@ -40,26 +48,35 @@ class Policy:
     elastic: bool
     has_master: bool
     grace_seconds: int
+    kind: str = pj.KIND
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any]) -> Policy:
-        spec = manifest["spec"]
-        run = spec.get("runPolicy", {})
-        replicas = spec["pytorchReplicaSpecs"]
+        return cls.of(workload_of(manifest))
+
+    @classmethod
+    def of(cls, workload: Workload) -> Policy:
+        spec = workload.manifest["spec"]
         grace = [
-            int(r["template"]["spec"].get("terminationGracePeriodSeconds", 30))
-            for r in replicas.values()
+            int(g.template["spec"].get("terminationGracePeriodSeconds", 30))
+            for g in workload.groups
         ]
+        if workload.trainjob:
+            # One Job: its backoffLimit; its remaining pods end when it fails.
+            run = {"activeDeadlineSeconds": spec.get("activeDeadlineSeconds")}
+            run["cleanPodPolicy"] = "Running"
+        else:
+            run = spec.get("runPolicy", {})
         return cls(
-            job=manifest["metadata"]["name"],
-            # OnFailure is the operator's in-memory default for PyTorchJob replicas.
-            restart={t: r.get("restartPolicy", "OnFailure") for t, r in replicas.items()},
-            backoff_limit=run.get("backoffLimit"),
+            job=workload.name,
+            restart={g.type: g.restart_policy for g in workload.groups},
+            backoff_limit=workload.groups[0].backoff_limit,
             active_deadline=run.get("activeDeadlineSeconds"),
             clean_pods=run.get("cleanPodPolicy", "None"),
             elastic=spec.get("elasticPolicy") is not None,
-            has_master=pj.MASTER in replicas,
+            has_master=any(g.type == pj.MASTER for g in workload.groups),
             grace_seconds=max(grace, default=30),
+            kind=workload.kind,
         )
 
 
@@ -96,16 +113,10 @@ class Decision:
     message: str = ""
 
 
-def replicas_of(manifest: Mapping[str, Any]) -> list[Replica]:
+def replicas_of(manifest: Mapping[str, Any] | Workload) -> list[Replica]:
     """Every replica pod the operator would create, Master first."""
-    specs = manifest["spec"]["pytorchReplicaSpecs"]
-    name = manifest["metadata"]["name"]
-    return [
-        Replica(pj.pod_name(name, rtype, i), rtype, i)
-        for rtype in (pj.MASTER, pj.WORKER)
-        if rtype in specs
-        for i in range(int(specs[rtype].get("replicas", 1)))
-    ]
+    workload = manifest if isinstance(manifest, Workload) else workload_of(manifest)
+    return [Replica(name, rtype, i) for name, rtype, i in workload.pods()]
 
 
 def exit_status(returncode: int) -> int:
@@ -117,13 +128,17 @@ def _succeeded(policy: Policy, replicas: Iterable[Replica]) -> bool:
     reps = list(replicas)
     if policy.has_master:
         return any(r.type == pj.MASTER and r.phase == DONE for r in reps)
-    workers = [r for r in reps if r.type == pj.WORKER]
+    # Without a Master, every Worker (a TrainJob: every node pod, one per completion
+    # index); elastic, any Worker.
+    workers = [r for r in reps if r.type != pj.MASTER]
     if policy.elastic:
         return any(r.phase == DONE for r in workers)
     return bool(workers) and all(r.phase == DONE for r in workers)
 
 
 def _past_backoff_limit(policy: Policy, counted_restarts: int) -> bool:
+    # The training-operator's rule and the Job controller's for restartPolicy OnFailure
+    # (the pods' restart counts against backoffLimit) are the same.
     if policy.backoff_limit is None:
         return False
     if policy.backoff_limit == 0:
@@ -131,67 +146,87 @@ def _past_backoff_limit(policy: Policy, counted_restarts: int) -> bool:
     return counted_restarts >= policy.backoff_limit
 
 
+def words(
+    policy: Policy, event: str, exited: Replica | None = None, code: int = 0
+) -> tuple[str, str]:
+    """The reason and message the job's operator writes for `event`: created, running,
+    succeeded, failed, restarting, backoff or deadline (`exited`: the replica whose exit
+    caused it, with `code`)."""
+    job = policy.job
+    why = f"({exited.name} exited with code {code})" if exited else ""
+    if policy.kind == tj.KIND:
+        failed_job = "jobset failed due to one or more job failures: "
+        failed_job += f"Job {job}-{tj.REPLICATED_JOB}-0"
+        return {
+            "created": ("Created", f"TrainJob {job} is created."),
+            "running": ("Running", f"TrainJob {job} is running."),
+            # Copied from the JobSet's condition, as Trainer does.
+            "succeeded": ("AllJobsCompleted", "jobset completed successfully"),
+            "failed": ("FailedJobs", f"{failed_job} failed {why}"),
+            "restarting": ("Restarting", f"TrainJob {job}: the container restarts in place {why}"),
+            "backoff": (
+                "FailedJobs",
+                f"{failed_job} has reached the specified backoff limit "
+                f"({policy.backoff_limit} restarts; {why[1:-1]})",
+            ),
+            "deadline": ("DeadlineExceeded", "TrainJob exceeded its active deadline"),
+        }[event]
+    kind, failing = pj.KIND, f"1 {exited.type if exited else ''} replica(s) failed {why}."
+    return {
+        "created": (f"{kind}Created", f"{kind} {job} is created."),
+        "running": (f"{kind}Running", f"{kind} {job} is running."),
+        "succeeded": (f"{kind}Succeeded", f"{kind} {job} is successfully completed."),
+        "failed": (f"{kind}Failed", f"{kind} {job} is failed because {failing}"),
+        "restarting": (f"{kind}Restarting", f"{kind} {job} is restarting because {failing}"),
+        "backoff": (
+            "BackoffLimitExceeded",
+            f"{kind} {job} has failed because it has reached the specified backoff limit "
+            f"({policy.backoff_limit} restarts; {why[1:-1]}).",
+        ),
+        "deadline": (
+            "DeadlineExceeded",
+            f"{kind} {job} has failed because it was active longer than the specified "
+            f"deadline ({policy.active_deadline}s).",
+        ),
+    }[event]
+
+
+def _decide(policy: Policy, event: str, exited: Replica, code: int, **kw: bool) -> Decision:
+    condition = {"succeeded": SUCCEEDED, "restarting": RESTARTING}.get(event, FAILED)
+    reason, message = words(policy, event, exited, code)
+    return Decision(condition=condition, reason=reason, message=message, **kw)
+
+
 def on_exit(
     policy: Policy, replicas: Iterable[Replica], exited: Replica, code: int, counted_restarts: int
 ) -> Decision:
     """The operator's answer to `exited` ending with exit code `code`; `replicas` hold
     every replica's phase after the exit, `counted_restarts` the restarts counted so far."""
-    job = policy.job
     restart_policy = policy.restart.get(exited.type, "OnFailure")
     if code == 0:
         if restart_policy == "Always":
             return Decision(restart=True, counted=True)
         if _succeeded(policy, replicas):
-            return Decision(
-                condition=SUCCEEDED,
-                reason=f"{pj.KIND}Succeeded",
-                message=f"{pj.KIND} {job} is successfully completed.",
-            )
+            return _decide(policy, "succeeded", exited, code)
         return Decision()
-    failed = Decision(
-        condition=FAILED,
-        reason=f"{pj.KIND}Failed",
-        message=f"{pj.KIND} {job} is failed because 1 {exited.type} replica(s) failed "
-        f"({exited.name} exited with code {code}).",
-    )
-    restarting = f"{pj.KIND} {job} is restarting because 1 {exited.type} replica(s) failed "
-    restarting += f"({exited.name} exited with code {code})."
     if restart_policy == "Never":
-        return failed
+        return _decide(policy, "failed", exited, code)
     if restart_policy == "ExitCode":
         if 1 <= code <= 127:  # a permanent error: the job fails, whatever the backoff
-            return failed
+            return _decide(policy, "failed", exited, code)
         # The operator deletes and recreates the pod: not a container restart.
-        return Decision(
-            restart=True, condition=RESTARTING, reason=f"{pj.KIND}Restarting", message=restarting
-        )
+        return _decide(policy, "restarting", exited, code, restart=True)
     if _past_backoff_limit(policy, counted_restarts + 1):
-        return Decision(
-            condition=FAILED,
-            reason="BackoffLimitExceeded",
-            message=f"{pj.KIND} {job} has failed because it has reached the specified "
-            f"backoff limit ({policy.backoff_limit} restarts; {exited.name} exited with "
-            f"code {code}).",
-        )
-    return Decision(
-        restart=True,
-        counted=True,
-        condition=RESTARTING,
-        reason=f"{pj.KIND}Restarting",
-        message=restarting,
-    )
+        return _decide(policy, "backoff", exited, code)
+    return _decide(policy, "restarting", exited, code, restart=True, counted=True)
 
 
 def deadline_exceeded(policy: Policy, started: float, now: float) -> Decision | None:
     """Failed once the job has been active longer than activeDeadlineSeconds."""
     if policy.active_deadline is None or now - started <= policy.active_deadline:
         return None
-    return Decision(
-        condition=FAILED,
-        reason="DeadlineExceeded",
-        message=f"{pj.KIND} {policy.job} has failed because it was active longer than "
-        f"the specified deadline ({policy.active_deadline}s).",
-    )
+    reason, message = words(policy, "deadline")
+    return Decision(condition=FAILED, reason=reason, message=message)
 
 
 def set_condition(
@@ -241,3 +276,87 @@ def replica_statuses(replicas: Iterable[Replica]) -> dict[str, dict[str, int]]:
         if key:
             counts[key] += 1
     return out
+
+
+def rfc3339(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+# The state machine's final conditions as a TrainJob writes them; it has no others.
+TRAINJOB_CONDITIONS = {SUCCEEDED: "Complete", FAILED: "Failed", SUSPENDED: "Suspended"}
+
+
+def status_body(
+    policy: Policy,
+    conditions: Sequence[Condition],
+    replicas: Iterable[Replica],
+    started: float,
+    completed: float | None,
+) -> dict[str, Any]:
+    """The job's `status` as its operator writes it: a PyTorchJob's conditions, replica
+    statuses and times; a TrainJob's Complete, Failed or Suspended condition and the
+    node Job's counts (jobsStatus: one Job, so each count is 0 or 1)."""
+    reps = list(replicas)
+    if policy.kind == tj.KIND:
+        state = job_state(conditions)
+        active = state not in ENDED and any(r.phase in (ACTIVE, PENDING) for r in reps)
+        return {
+            "conditions": [
+                _condition_body(replace(c, type=TRAINJOB_CONDITIONS[c.type]))
+                for c in conditions
+                if c.type in TRAINJOB_CONDITIONS
+            ],
+            "jobsStatus": [
+                {
+                    "name": tj.REPLICATED_JOB,
+                    "ready": int(active and all(r.phase == ACTIVE for r in reps)),
+                    "succeeded": int(state == SUCCEEDED),
+                    "failed": int(state == FAILED),
+                    "active": int(active),
+                    "suspended": int(state == SUSPENDED),
+                }
+            ],
+        }
+    return {
+        "conditions": [_condition_body(c) for c in conditions],
+        "replicaStatuses": replica_statuses(reps),
+        "startTime": rfc3339(started),
+        "completionTime": rfc3339(completed),
+    }
+
+
+def _condition_body(c: Condition) -> dict[str, Any]:
+    return {
+        "type": c.type,
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "lastTransitionTime": rfc3339(c.time),
+    }
+
+
+def state_of(obj: Mapping[str, Any]) -> str:
+    """The state of a PyTorchJob or TrainJob object in one word, for every backend
+    (job_state's words: a TrainJob's Complete is Succeeded). A TrainJob without a final
+    condition is Running while its node Job is active, else Created."""
+    status = obj.get("status") or {}
+    conditions = [
+        _Held(str(c.get("type", "")), str(c.get("status", "")))
+        for c in status.get("conditions") or []
+    ]
+    if obj.get("kind") != tj.KIND:
+        return job_state(conditions)
+    held = {c.type for c in conditions if c.status == "True"}
+    for v1, v2 in TRAINJOB_CONDITIONS.items():
+        if v2 in held:
+            return v1
+    jobs = status.get("jobsStatus") or []
+    if any(j.get("active") or j.get("ready") for j in jobs):
+        return RUNNING
+    return CREATED if jobs else PENDING_JOB
+
+
+@dataclass(frozen=True)
+class _Held:
+    type: str
+    status: str

@@ -20,12 +20,13 @@ from ..contract import (
     SPEC_HASH_ANNOTATION,
 )
 from ..kubeflow import pytorchjob as pj
+from ..kubeflow.security import container_security_context, pod_security_context
+from ..kubeflow.training_runtime import VOLUME_MOUNTS, pod_volumes
 from ..spec.document import canonical_json, nproc_per_node, spec_document, spec_hash
 from ..spec.model import TrainingJob
 from ..storage.open import run_root
 from .network import network_additions
 from .placement import node_selector, tolerations
-from .security import container_security_context, pod_security_context
 from .waivers import skip_annotations
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -161,17 +162,6 @@ def placement(job: TrainingJob) -> dict[str, Any]:
     if job.spec.node_pool.affinity:
         fields["affinity"] = job.spec.node_pool.affinity
     return fields
-
-
-def pod_volumes(shared_memory: str) -> list[dict[str, Any]]:
-    """/dev/shm in memory, sized; /tmp (HOME, caches) on a read-only root."""
-    return [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shared_memory}},
-        {"name": "tmp", "emptyDir": {}},
-    ]
-
-
-VOLUME_MOUNTS = ({"name": "dshm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"})
 
 
 def resources(job: TrainingJob) -> dict[str, Any]:

@@ -1,9 +1,8 @@
 """TrainingJob -> TrainJob (Kubeflow Trainer v2.3): a pure function, same input, same object.
 
-A TrainJob's pods come from a runtime. The kctl-train ClusterTrainingRuntime (`runtime()`,
-shipped in manifests/trainer-v2/) carries what a TrainJob cannot patch: the restart
-policy, no service links or API token, the image pull policy, the trainer container's
-command and default security. The TrainJob carries the image, environment, node count,
+A TrainJob's pods come from a runtime: the kctl-train ClusterTrainingRuntime
+(kubeflow/training_runtime.py, shipped in manifests/trainer-v2/) carries what a TrainJob
+cannot patch. The TrainJob carries the image, environment, node count,
 processes and resources in `trainer`, and one runtimePatches entry of its own (manager
 kctl-train.io/render) for the pods' labels, placement, security context, grace period and
 volumes. docs/TRAINJOB.md explains each choice; the spec rules a TrainJob cannot express
@@ -20,28 +19,21 @@ from typing import Any
 
 from ..contract import RUNTIME_COMMAND
 from ..kubeflow import trainjob as tj
+from ..kubeflow.security import container_security_context, pod_security_context
+from ..kubeflow.training_runtime import VOLUME_MOUNTS, pod_volumes, runtime
 from ..spec.document import nproc_per_node
-from ..spec.model import FaultPolicy, TrainingJob
+from ..spec.model import TrainingJob
 from .network import network_additions
 from .output import to_yaml
 from .pytorchjob import (
-    VOLUME_MOUNTS,
     job_labels,
     object_metadata,
     placement,
-    pod_volumes,
     resources,
     trainer_env,
 )
-from .security import container_security_context, pod_security_context
 from .waivers import skip_annotations
 
-# The runtime's defaults, which every TrainJob replaces or patches.
-RUNTIME_IMAGE = "ghcr.io/kctl-train/trainer:0.1.0"
-RUNTIME_SHARED_MEMORY = "1Gi"
-# The Job's backoffLimit in the runtime: the spec's default (spec/checks.py refuses any
-# other value for a TrainJob).
-RUNTIME_BACKOFF_LIMIT: int = FaultPolicy.model_fields["backoff_limit"].default
 RUNTIME_FILE = "cluster-training-runtime.yaml"
 
 
@@ -104,51 +96,6 @@ def _patch(job: TrainingJob) -> dict[str, Any]:
     return {
         "manager": tj.PATCH_MANAGER,
         "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated]}}},
-    }
-
-
-def runtime() -> dict[str, Any]:
-    """The kctl-train ClusterTrainingRuntime: the torch plugin, one replicated Job `node`
-    of Indexed pods that restart OnFailure, without service links or an API token, the
-    trainer container running kctl-train-runtime under the restricted security contexts."""
-    container = {
-        "name": tj.CONTAINER_NAME,
-        "image": RUNTIME_IMAGE,
-        "imagePullPolicy": "IfNotPresent",
-        "command": list(RUNTIME_COMMAND),
-        "securityContext": container_security_context(),
-        "volumeMounts": [dict(m) for m in VOLUME_MOUNTS],
-    }
-    pod = {
-        "restartPolicy": "OnFailure",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": pod_security_context(),
-        "volumes": pod_volumes(RUNTIME_SHARED_MEMORY),
-        "containers": [container],
-    }
-    node = {
-        "name": tj.REPLICATED_JOB,
-        "template": {
-            "metadata": {"labels": {tj.ANCESTOR_LABEL: "trainer"}},
-            "spec": {"backoffLimit": RUNTIME_BACKOFF_LIMIT, "template": {"spec": pod}},
-        },
-    }
-    return {
-        "apiVersion": tj.API_VERSION,
-        "kind": tj.RUNTIME_KIND,
-        "metadata": {
-            "name": tj.RUNTIME_NAME,
-            "labels": {
-                "trainer.kubeflow.org/framework": "torch",
-                "app.kubernetes.io/name": "kctl-train",
-                "app.kubernetes.io/managed-by": "kctl-train",
-            },
-        },
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {"spec": {"replicatedJobs": [node]}},
-        },
     }
 
 

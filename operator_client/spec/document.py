@@ -41,15 +41,19 @@ class NotRenderedError(ValueError):
 
 
 def job_of(manifest: dict[str, Any]) -> TrainingJob:
-    """The TrainingJob a rendered PyTorchJob carries in its trainer container."""
-    for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
-        for container in replica["template"]["spec"]["containers"]:
-            for item in container.get("env", []):
-                if item.get("name") == SPEC_ENV and "value" in item:
-                    return TrainingJob.model_validate_json(item["value"])
+    """The TrainingJob a rendered PyTorchJob carries in its trainer containers (a
+    TrainJob: in `trainer.env`)."""
+    spec = manifest.get("spec", {})
+    envs = [(spec.get("trainer") or {}).get("env") or []]
+    for replica in (spec.get("pytorchReplicaSpecs") or {}).values():
+        envs += [c.get("env") or [] for c in replica["template"]["spec"]["containers"]]
+    for env in envs:
+        for item in env:
+            if item.get("name") == SPEC_ENV and "value" in item:
+                return TrainingJob.model_validate_json(item["value"])
     raise NotRenderedError(
-        f"pytorchjob/{manifest['metadata']['name']} was not rendered by kctl-train "
-        f"(no {SPEC_ENV} in its containers)"
+        f"{str(manifest.get('kind', 'job')).lower()}/{manifest['metadata']['name']} was not "
+        f"rendered by kctl-train (no {SPEC_ENV} in its trainer's env)"
     )
 
 

@@ -1,9 +1,11 @@
-"""The local backend: runs a rendered PyTorchJob as processes on this machine.
+"""The local backend: runs a rendered PyTorchJob or TrainJob as processes on this machine.
 
-The image is not pulled: each replica runs the `pytorch` container's command from the
+The image is not pulled: each replica runs the trainer container's command from the
 installed package, with the container's env and exactly the operator's additions
-(local_env.py). A detached supervisor (supervisor.py) owns the processes; this module
-submits, inspects, stops and deletes jobs through their directory (jobdir.py).
+(local_env.py). A TrainJob's pods come from kctl-train's ClusterTrainingRuntime, which
+this backend has built in, as a cluster has it installed (kubeflow/workload.py).
+A detached supervisor (supervisor.py) owns the processes; this module submits,
+inspects, stops and deletes jobs through their directory (jobdir.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ...errors import BadInput, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.pytorchjob import replica_tag
+from ...kubeflow.workload import WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
 from ...storage import StoreError
@@ -48,7 +51,7 @@ from ..base import (
 from . import chaos, pod_processes
 from .jobdir import JobDir, write_json
 from .launch import load_mode, save_mode
-from .local_env import container_of, replica_command, replica_env
+from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
@@ -128,17 +131,12 @@ class LocalBackend(Backend):
         self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
-        if manifest.get("kind") != "PyTorchJob":
-            return [
-                Finding(
-                    "error",
-                    f"the local backend runs PyTorchJobs; it does not run a {manifest.get('kind')} "
-                    "yet (use --operator pytorchjob for a local run)",
-                    bad_input=True,
-                )
-            ]
+        try:
+            workload = workload_of(manifest)
+        except (WorkloadError, KeyError) as exc:
+            return [Finding("error", f"the local backend cannot run this job: {exc}", True)]
         bindir = Path(sys.executable).parent
-        count = replica_count(manifest)
+        count = workload.count
         if count > MAX_REPLICAS:
             return [
                 Finding(
@@ -155,11 +153,11 @@ class LocalBackend(Backend):
             findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
         except OSError as exc:
             findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
-        for replica in lc.replicas_of(manifest):
+        for replica in lc.replicas_of(workload):
             try:
-                replica_command(container_of(manifest, replica.type), bindir)
-                replica_env(manifest, replica, port=0, base=env, tmpdir=Path("/nonexistent"))
-            except PodEnvError as exc:
+                replica_command(workload.container(replica.type), bindir)
+                replica_env(workload, replica, port=0, base=env, tmpdir=Path("/nonexistent"))
+            except (PodEnvError, WorkloadError) as exc:
                 findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
         return findings
 
@@ -256,8 +254,12 @@ class LocalBackend(Backend):
         local = body.get("local", {})
         name = manifest["metadata"]["name"]
         conditions = conditions_of(body)
-        state = lc.job_state(conditions)
-        message = conditions[-1].message if conditions else "the supervisor is starting"
+        # The supervisor's state machine says it for every kind (a TrainJob has no
+        # Created or Running condition).
+        state = local.get("state") or lc.job_state(conditions)
+        message = local.get("message") or (
+            conditions[-1].message if conditions else "the supervisor is starting"
+        )
         alive = job.supervisor_alive()
         if body and state not in lc.ENDED and not alive:
             state, message = lc.UNKNOWN, f"the local supervisor died; see {job.supervisor_log}"
@@ -280,6 +282,7 @@ class LocalBackend(Backend):
             ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
             runs_as=runs_as,
             raw={**manifest, "status": body.get("status", {}), "local": local},
+            kind=manifest["kind"],
         )
 
     # 6. watch

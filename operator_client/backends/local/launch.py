@@ -17,10 +17,11 @@ from typing import Any
 from ...contract import KILL
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.lifecycle import Replica
+from ...kubeflow.workload import Workload
 from ..base import Fault, ImageRoot
 from . import pod_processes
 from .jobdir import JobDir, write_json
-from .local_env import LOOPBACK, container_of, replica_command, replica_env
+from .local_env import LOOPBACK, replica_command, replica_env
 from .sandbox.support import PROCESS, PodsMode
 
 Launch = tuple[list[str], dict[str, str]]
@@ -42,8 +43,8 @@ def load_mode(job: JobDir) -> tuple[PodsMode, ImageRoot | None]:
 class Pods(ABC):
     """The replicas' way of running, for the supervisor."""
 
-    def __init__(self, job: JobDir, manifest: Mapping[str, Any], mode: PodsMode) -> None:
-        self.job, self.manifest, self.mode = job, manifest, mode
+    def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
+        self.job, self.workload, self.mode = job, workload, mode
 
     @abstractmethod
     def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
@@ -57,7 +58,7 @@ class Pods(ABC):
         return {}
 
     def _known(self, replica: str) -> None:
-        names = [r.name for r in lc.replicas_of(self.manifest)]
+        names = [r.name for r in lc.replicas_of(self.workload)]
         if replica not in names:
             raise ValueError(f"no replica {replica!r} (replicas: {', '.join(names)})")
 
@@ -91,18 +92,18 @@ class ProcessPods(Pods):
     """Replicas as processes of this machine: one loopback (a free rendezvous port, the
     Service names mapped to 127.0.0.1), a private TMPDIR each, the caller's user."""
 
-    def __init__(self, job: JobDir, manifest: Mapping[str, Any], mode: PodsMode) -> None:
-        super().__init__(job, manifest, mode)
+    def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
+        super().__init__(job, workload, mode)
         self.port = free_port()
 
     def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
         tmp = self.job.tmp(replica.name)
         tmp.mkdir(parents=True, exist_ok=True)
-        full = replica_env(self.manifest, replica, port=self.port, base=env, tmpdir=tmp)
+        full = replica_env(self.workload, replica, port=self.port, base=env, tmpdir=tmp)
         full.update(extra)
         # The caller's directory plays the image's WORKDIR: its modules are importable.
         full["PYTHONPATH"] = host_pythonpath(env)
-        command = replica_command(container_of(self.manifest, replica.type), bindir())
+        command = replica_command(self.workload.container(replica.type), bindir())
         return command, full
 
     def status(self) -> dict[str, Any]:
@@ -118,11 +119,11 @@ def host_pythonpath(env: Mapping[str, str]) -> str:
     return os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
 
 
-def pods_for(job: JobDir, manifest: Mapping[str, Any]) -> Pods:
+def pods_for(job: JobDir, workload: Workload) -> Pods:
     """The job's way of running, as submitted."""
     mode, image = load_mode(job)
     if not mode.sandboxed:
-        return ProcessPods(job, manifest, mode)
+        return ProcessPods(job, workload, mode)
     from .sandbox.pods import SandboxPods
 
-    return SandboxPods(job, manifest, mode, image)
+    return SandboxPods(job, workload, mode, image)

@@ -1,7 +1,7 @@
-"""What one replica process of a local run gets: the `pytorch` container's command and env
-as the kubelet resolves them, plus exactly the variables the training-operator adds
-(kubeflow/operator_env.py); as plain processes, this job's Service hostnames map to
-loopback.
+"""What one replica process of a local run gets: the trainer container's command and env
+as the kubelet resolves them, plus exactly the variables its operator adds (the
+training-operator's or Trainer v2's torch plugin: kubeflow/workload.py); as plain
+processes, the names of this job's pods map to loopback.
 
 Pure functions; the supervisor starts the processes.
 """
@@ -13,10 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...kubeflow import pytorchjob as pj
 from ...kubeflow.lifecycle import Replica
-from ...kubeflow.operator_env import operator_env
 from ...kubeflow.pod_env import PodEnvError, resolve_env
+from ...kubeflow.workload import Workload
 
 # Variables of the caller's shell that would confuse a replica's torchrun or runtime:
 # on a cluster the pod starts with none of them.
@@ -32,30 +31,18 @@ LEAKY_PREFIXES = (
     "LOCAL_WORLD_SIZE",
     "GROUP_RANK",
     "NODE_RANK",
+    "JOB_COMPLETION_INDEX",
 )
 LOOPBACK = "127.0.0.1"
 POD_TMP = "/tmp"
 
 
-def container_of(manifest: Mapping[str, Any], replica_type: str) -> Mapping[str, Any]:
-    """The `pytorch` container of one replica type."""
-    template = manifest["spec"]["pytorchReplicaSpecs"][replica_type]["template"]
-    for container in template["spec"]["containers"]:
-        if container["name"] == pj.CONTAINER_NAME:
-            return dict(container)
-    raise PodEnvError(f"{replica_type}: no container named {pj.CONTAINER_NAME!r}")
-
-
-def loopback_for(job_name: str) -> Callable[[str], str]:
-    """Map this job's per-replica Service names to loopback; other hosts stay as they are."""
-    prefix = f"{job_name}-"
+def loopback_for(workload: Workload) -> Callable[[str], str]:
+    """Map the names of this job's pods to loopback; other hosts stay as they are."""
+    names = {n for pod, _, _ in workload.pods() for n in workload.dns_names(pod)}
 
     def address(host: str) -> str:
-        rest = host.removeprefix(prefix)
-        role, _, index = rest.rpartition("-")
-        if host.startswith(prefix) and role in ("master", "worker") and index.isdigit():
-            return LOOPBACK
-        return host
+        return LOOPBACK if host in names else host
 
     return address
 
@@ -81,7 +68,7 @@ def secrets_from_env(
 
 
 def replica_env(
-    manifest: Mapping[str, Any],
+    workload: Workload,
     replica: Replica,
     *,
     base: Mapping[str, str],
@@ -97,16 +84,16 @@ def replica_env(
     (TMPDIR, and HOME when the container points HOME there). In a pod sandbox
     (`pod_ip`, its own address): Service names resolve through the sandbox's
     /etc/hosts and /tmp is the pod's own, as on a cluster."""
-    container = container_of(manifest, replica.type)
+    container = workload.container(replica.type)
     inherited = {k: v for k, v in base.items() if not k.startswith(LEAKY_PREFIXES)}
     sandboxed = pod_ip is not None
-    address = str if sandboxed else loopback_for(manifest["metadata"]["name"])
+    address = str if sandboxed else loopback_for(workload)
     env = {
         **inherited,
         **resolve_env(
             container, pod_ip=pod_ip or LOOPBACK, secrets=secrets_from_env(container, base)
         ),
-        **operator_env(manifest, replica.type, replica.index, address=address, port=port),
+        **workload.operator_env(replica.type, replica.index, address=address, port=port),
     }
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
@@ -120,7 +107,9 @@ def replica_command(container: Mapping[str, Any], bindir: Path) -> list[str]:
     installed package stands in for the image) or on PATH."""
     command = [*container.get("command", []), *container.get("args", [])]
     if not command:
-        raise PodEnvError("the pytorch container has no command (the image's entrypoint)")
+        raise PodEnvError(
+            f"the {container['name']} container has no command (the image's entrypoint)"
+        )
     program = bindir / command[0]
     found = str(program) if program.is_file() else shutil.which(command[0])
     if found is None:

@@ -18,14 +18,13 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ...contract import TERMINATION_LOG_ENV
 from ...kubeflow import lifecycle as lc
-from ...kubeflow import pytorchjob as pj
 from ...kubeflow.pod_env import PodEnvError
+from ...kubeflow.workload import workload_of
 from . import chaos, pod_processes
 from .jobdir import JobDir, write_json
 from .launch import Pods, pods_for
@@ -37,16 +36,13 @@ RESTART_DELAY = (1.0, 30.0)
 SETTLE_SECONDS = 3.0
 
 
-def rfc3339(t: float | None) -> str | None:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
-
-
 class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
         self.manifest = job.manifest()
-        self.policy = lc.Policy.from_manifest(self.manifest)
-        self.replicas = {r.name: r for r in lc.replicas_of(self.manifest)}
+        self.workload = workload_of(self.manifest)
+        self.policy = lc.Policy.of(self.workload)
+        self.replicas = {r.name: r for r in lc.replicas_of(self.workload)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restart_at: dict[str, float] = {}
         self.conditions: list[lc.Condition] = []
@@ -77,7 +73,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         try:
-            self.pods = pods_for(self.job, self.manifest)
+            self.pods = pods_for(self.job, self.workload)
             self._supervise()
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
@@ -91,8 +87,7 @@ class Supervisor:
         return 0
 
     def _supervise(self) -> None:
-        name = self.policy.job
-        self._condition(lc.CREATED, f"{pj.KIND}Created", f"{pj.KIND} {name} is created.")
+        self._condition(lc.CREATED, *lc.words(self.policy, "created"))
         try:
             for replica in self.replicas.values():
                 self._start(replica)
@@ -101,7 +96,7 @@ class Supervisor:
             self._terminate(list(self.procs))
             self._write()
             return
-        self._condition(lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {name} is running.")
+        self._condition(lc.RUNNING, *lc.words(self.policy, "running"))
         while not self._finished():
             self._reap()
             self._restart_due()
@@ -249,9 +244,7 @@ class Supervisor:
                     self._finish(lc.FAILED, "InvalidReplica", f"cannot restart {name}: {exc}")
                     return
         if not self.restart_at and lc.job_state(self.conditions) == lc.RESTARTING:
-            self._condition(
-                lc.RUNNING, f"{pj.KIND}Running", f"{pj.KIND} {self.policy.job} is running."
-            )
+            self._condition(lc.RUNNING, *lc.words(self.policy, "running"))
 
     def _check_deadline(self) -> None:
         decision = lc.deadline_exceeded(self.policy, self.started, time.time())
@@ -300,29 +293,19 @@ class Supervisor:
     # status
 
     def status(self) -> dict[str, Any]:
-        """The status.json body: the PyTorchJob's status plus local detail."""
+        """The status.json body: the job's status as its operator writes it, plus local
+        detail (the state and message of every kind, from the shared state machine)."""
         meta = self.manifest["metadata"]
         return {
             "apiVersion": self.manifest["apiVersion"],
             "kind": self.manifest["kind"],
             "metadata": {"name": meta["name"], "namespace": meta.get("namespace", "default")},
-            "status": {
-                "conditions": [
-                    {
-                        "type": c.type,
-                        "status": c.status,
-                        "reason": c.reason,
-                        "message": c.message,
-                        "lastTransitionTime": rfc3339(c.time),
-                    }
-                    for c in self.conditions
-                ],
-                "replicaStatuses": lc.replica_statuses(self.replicas.values()),
-                "startTime": rfc3339(self.started),
-                "completionTime": rfc3339(self.completed),
-            },
+            "status": lc.status_body(
+                self.policy, self.conditions, self.replicas.values(), self.started, self.completed
+            ),
             "local": {
                 "state": lc.job_state(self.conditions),
+                "message": self.conditions[-1].message if self.conditions else "",
                 "supervisorPid": os.getpid(),
                 **(self.pods.status() if self.pods else {}),
                 "workdir": os.getcwd(),

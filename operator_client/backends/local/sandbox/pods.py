@@ -13,10 +13,11 @@ from urllib.parse import unquote, urlsplit
 
 from ....contract import HEAL, KILL, PARTITION, SLOW
 from ....kubeflow import lifecycle as lc
+from ....kubeflow.workload import Workload
 from ...base import Fault, ImageRoot, StorageLocation
 from ..jobdir import JobDir
 from ..launch import Launch, Pods, bindir, host_pythonpath
-from ..local_env import container_of, replica_command, replica_env
+from ..local_env import replica_command, replica_env
 from . import cgroups
 from .network import PodNetwork
 from .podspec import (
@@ -51,17 +52,18 @@ def chown_tree(path: Path, uid: int, gid: int) -> None:
 
 class SandboxPods(Pods):
     def __init__(
-        self, job: JobDir, manifest: Mapping[str, Any], mode: PodsMode, image: ImageRoot | None
+        self, job: JobDir, workload: Workload, mode: PodsMode, image: ImageRoot | None
     ) -> None:
-        super().__init__(job, manifest, mode)
+        super().__init__(job, workload, mode)
         self.image = image
-        names = [r.name for r in lc.replicas_of(manifest)]
+        names = [r.name for r in lc.replicas_of(workload)]
         self.network = PodNetwork.make(job.path, names)
+        hosts = hosts_file(self.network.addresses(), workload.dns_names)
         self.files = {
-            "/etc/hosts": self._file("hosts", hosts_file(self.network.addresses())),
+            "/etc/hosts": self._file("hosts", hosts),
             "/etc/resolv.conf": self._file("resolv.conf", RESOLV_CONF),
         }
-        location = StorageLocation.of(manifest)
+        location = StorageLocation.of(workload.manifest)
         port = loopback_port(location.endpoint) if location else None
         self.relay = (
             LoopbackRelay(port, [self.network.netns_path(n) for n in names]) if port else None
@@ -96,8 +98,8 @@ class SandboxPods(Pods):
     def launch(
         self, replica: lc.Replica, env: Mapping[str, str], extra: Mapping[str, str]
     ) -> Launch:
-        uid, gid, read_only = identity(self.manifest, replica.type)
-        container = container_of(self.manifest, replica.type)
+        uid, gid, read_only = identity(self.workload, replica.type)
+        container = self.workload.container(replica.type)
         pod_dir = self.job.pod_dir(replica.name)
         (pod_dir / "root").mkdir(parents=True, exist_ok=True)
         termination = self.job.termination_log(replica.name)
@@ -115,7 +117,7 @@ class SandboxPods(Pods):
             base = self.image.env
             command = [*container.get("command", []), *container.get("args", [])]
             workdir = self.image.workdir
-        pod_env = replica_env(self.manifest, replica, base=base, pod_ip=address)
+        pod_env = replica_env(self.workload, replica, base=base, pod_ip=address)
         if self.image is None:
             pod_env["PYTHONPATH"] = host_pythonpath(env)
             # The image's PATH starts with its Python: here, the one running kctl-train.
@@ -131,11 +133,11 @@ class SandboxPods(Pods):
             uid=uid,
             gid=gid,
             read_only_root=read_only,
-            tmpfs=emptydirs(self.manifest, replica.type),
+            tmpfs=emptydirs(self.workload, replica.type),
             binds=tuple(binds),
             files=self.files,
             workdir=workdir,
-            memory_limit=memory_limit(self.manifest, replica.type),
+            memory_limit=memory_limit(self.workload, replica.type),
             cgroup_name=self.network.netns(replica.name),
             termination_log=str(termination),
             env=pod_env,

@@ -1,5 +1,5 @@
-"""What one replica's pod sandbox is, computed from the rendered PyTorchJob: a pure
-function, serialised to JSON for the shim (shim.py) that builds it.
+"""What one replica's pod sandbox is, computed from the rendered job's pods
+(kubeflow/workload.py): a pure function, serialised to JSON for the shim (shim.py) that builds it.
 
 Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
 container's (readOnlyRootFilesystem, capabilities dropped, allowPrivilegeEscalation
@@ -10,12 +10,11 @@ hostname that is the pod's name, and an address of its own. The sandbox maps eac
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from ....kubeflow.workload import Workload
 from ....spec.units import parse_quantity
-from ..local_env import container_of
 
 # A pod without runAsUser runs as the image's user; the trainer image's is 10001.
 DEFAULT_UID = 10001
@@ -72,12 +71,12 @@ def _bytes(quantity: str | None) -> int | None:
     return int(parse_quantity(quantity)) if quantity else None
 
 
-def emptydirs(manifest: Mapping[str, Any], replica_type: str) -> tuple[Tmpfs, ...]:
+def emptydirs(workload: Workload, replica_type: str) -> tuple[Tmpfs, ...]:
     """The container's emptyDir mounts as tmpfs, each with its sizeLimit (a disk-backed
     emptyDir has no size of its own: it gets the container's memory limit, which a
     tmpfs counts against anyway)."""
-    template = manifest["spec"]["pytorchReplicaSpecs"][replica_type]["template"]["spec"]
-    container = container_of(manifest, replica_type)
+    template = workload.pod_spec(replica_type)
+    container = workload.container(replica_type)
     limit = _bytes(container.get("resources", {}).get("limits", {}).get("memory"))
     volumes = {v["name"]: v for v in template.get("volumes", [])}
     mounts = []
@@ -89,19 +88,18 @@ def emptydirs(manifest: Mapping[str, Any], replica_type: str) -> tuple[Tmpfs, ..
     return tuple(mounts)
 
 
-def identity(manifest: Mapping[str, Any], replica_type: str) -> tuple[int, int, bool]:
+def identity(workload: Workload, replica_type: str) -> tuple[int, int, bool]:
     """uid, gid and whether the root filesystem is read-only, from the security contexts
     (the container's wins over the pod's, as in Kubernetes)."""
-    template = manifest["spec"]["pytorchReplicaSpecs"][replica_type]["template"]["spec"]
-    pod = template.get("securityContext", {})
-    container = container_of(manifest, replica_type).get("securityContext", {})
+    pod = workload.pod_spec(replica_type).get("securityContext", {})
+    container = workload.container(replica_type).get("securityContext", {})
     uid = int(container.get("runAsUser", pod.get("runAsUser", DEFAULT_UID)))
     gid = int(container.get("runAsGroup", pod.get("runAsGroup", uid)))
     return uid, gid, bool(container.get("readOnlyRootFilesystem", False))
 
 
-def memory_limit(manifest: Mapping[str, Any], replica_type: str) -> int | None:
-    limits = container_of(manifest, replica_type).get("resources", {}).get("limits", {})
+def memory_limit(workload: Workload, replica_type: str) -> int | None:
+    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
     return _bytes(limits.get("memory"))
 
 
@@ -111,9 +109,14 @@ def memory_limit(manifest: Mapping[str, Any], replica_type: str) -> int | None:
 RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 
 
-def hosts_file(addresses: Mapping[str, str]) -> str:
-    """/etc/hosts of every sandbox: each pod's name (its headless Service's name) to its
-    address, as the cluster's DNS answers for the operator's per-replica Services."""
+def hosts_file(
+    addresses: Mapping[str, str], dns_names: Callable[[str], tuple[str, ...]] = lambda p: (p,)
+) -> str:
+    """/etc/hosts of every sandbox: each pod's names to its address, as the cluster's DNS
+    answers (a PyTorchJob's per-replica Services; a TrainJob pod's hostname and
+    `<hostname>.<job>` under the JobSet's headless Service)."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{address}\t{pod}" for pod, address in sorted(addresses.items())]
+    lines += [
+        f"{address}\t{' '.join(dns_names(pod))}" for pod, address in sorted(addresses.items())
+    ]
     return "\n".join(lines) + "\n"
