@@ -6,8 +6,10 @@ ADDED/MODIFIED/DELETED events (an ERROR 410 Gone for a resourceVersion that is t
 or a connection dropped on purpose), server-side apply (application/apply-patch+yaml with
 fieldManager, managed fields per leaf, 409 conflicts with causes unless force, dryRun=All),
 pods with a label selector, pod logs with follow, SelfSubjectAccessReview, namespaces,
-Secrets, ServiceAccounts, nodes and the CRD. Every request is recorded for assertions.
-It is not a Kubernetes: no scheduling, no controllers; tests play the operator.
+Secrets, ServiceAccounts, nodes and the CRDs. Jobs are PyTorchJobs and, where the
+TrainJob CRD is installed (`other_crds`), TrainJobs; one name is one job of either kind.
+Every request is recorded for assertions. It is not a Kubernetes: no scheduling, no
+controllers; tests play the operator (`set_conditions`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from urllib.parse import parse_qs, urlparse
 import yaml
 
 JOBS = re.compile(
-    r"^/apis/kubeflow\.org/v1(?:/namespaces/(?P<ns>[^/]+))?/pytorchjobs(?:/(?P<name>[^/]+))?$"
+    r"^/apis/(?:kubeflow\.org/v1|trainer\.kubeflow\.org/v1alpha1)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>pytorchjobs|trainjobs)(?:/(?P<name>[^/]+))?$"
 )
+KIND_OF = {"pytorchjobs": "PyTorchJob", "trainjobs": "TrainJob"}
+TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
+RESOURCE = {"pytorchjobs": "pytorchjobs.kubeflow.org", "trainjobs": TRAINJOB_CRD}
 CORE = re.compile(
     r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|events|secrets|serviceaccounts)(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
 )
@@ -105,9 +111,14 @@ class FakeApiServer:
     # playing the operator
 
     def set_conditions(self, namespace: str, name: str, *types: str) -> None:
-        """Give the job these conditions (the last one current), as the operator would."""
+        """Give the job these conditions (the last one current), as the training-operator
+        would; a TrainJob gets what Trainer writes for them instead (trainjob_status)."""
         with self.state.cond:
             job = self.state.jobs[(namespace, name)]
+            if job.get("kind") == "TrainJob":
+                job["status"] = trainjob_status(types[-1])
+                _bump(self.state, "MODIFIED", job)
+                return
             job["status"] = {
                 "conditions": [
                     {
@@ -127,11 +138,41 @@ class FakeApiServer:
         self.httpd.server_close()
 
 
+def trainjob_status(state: str) -> dict[str, Any]:
+    """A TrainJob's status in one of the states a PyTorchJob's conditions name: no
+    condition while it is Created or Running (only jobsStatus moves), Complete for
+    Succeeded, Failed copied from the JobSet's."""
+    final = {
+        "Succeeded": ("Complete", "AllJobsCompleted", "jobset completed successfully"),
+        "Failed": ("Failed", "FailedJobs", "jobset failed due to one or more job failures"),
+    }.get(state)
+    conditions = (
+        [
+            {
+                "type": final[0],
+                "status": "True",
+                "reason": final[1],
+                "message": final[2],
+                "lastTransitionTime": "2026-12-02T00:00:00Z",
+            }
+        ]
+        if final
+        else []
+    )
+    counts = {"Running": (1, 0, 0), "Succeeded": (0, 1, 0), "Failed": (0, 0, 1)}
+    active, succeeded, failed = counts.get(state, (0, 0, 0))
+    jobs = {"name": "node", "ready": active, "active": active, "succeeded": succeeded}
+    return {"conditions": conditions, "jobsStatus": [{**jobs, "failed": failed, "suspended": 0}]}
+
+
 def _selected(pod: dict[str, Any], selector: str) -> bool:
-    """A label selector of one `key=value` or one `key` (exists) term."""
-    key, eq, value = selector.partition("=")
+    """A label selector of `key=value` and `key` (exists) terms, comma-separated."""
     labels = pod["metadata"].get("labels", {})
-    return not key or (key in labels and (not eq or labels[key] == value))
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
 
 
 def _bump(state: State, kind: str, obj: dict[str, Any]) -> None:
@@ -235,32 +276,48 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/api/v1/nodes":
             return self._send(200, {"kind": "NodeList", "items": s.nodes, "metadata": {}})
         if m := JOBS.match(path):
-            return self._get_jobs(m.group("ns"), m.group("name"), query)
+            if not self._served(m.group("plural")):
+                return None
+            return self._get_jobs(m.group("plural"), m.group("ns"), m.group("name"), query)
         if m := CORE.match(path):
             return self._get_core(
                 m.group("ns"), m.group("kind"), m.group("name"), bool(m.group("log")), query
             )
         self._status(404, "NotFound", f"no route {path}")
 
-    def _get_jobs(self, ns: str | None, name: str | None, query: dict[str, str]) -> None:
+    def _served(self, plural: str) -> bool:
+        """Whether the API serves this kind (its CRD is installed); answers 404 if not."""
+        if plural == "trainjobs" and TRAINJOB_CRD not in self.state.other_crds:
+            self._status(404, "NotFound", "the server could not find the requested resource")
+            return False
+        return True
+
+    def _get_jobs(
+        self, plural: str, ns: str | None, name: str | None, query: dict[str, str]
+    ) -> None:
         s = self.state
+        kind = KIND_OF[plural]
         if name:
             with s.cond:
                 job = s.jobs.get((ns or "", name))
-            if job is None:
-                return self._status(404, "NotFound", f'pytorchjobs.kubeflow.org "{name}" not found')
+            if job is None or job.get("kind") != kind:
+                return self._status(404, "NotFound", f'{RESOURCE[plural]} "{name}" not found')
             return self._send(200, job)
         selected = query.get("fieldSelector", "").removeprefix("metadata.name=")
         if query.get("watch", "").lower() in ("true", "1"):
-            return self._watch(ns, selected, query)
+            return self._watch(kind, ns, selected, query)
         with s.cond:
-            items = [j for (n, _), j in sorted(s.jobs.items()) if ns in (None, n)]
+            items = [
+                j
+                for (n, _), j in sorted(s.jobs.items())
+                if ns in (None, n) and j.get("kind") == kind
+            ]
             rv = str(s.rv)
         self._send(
-            200, {"kind": "PyTorchJobList", "items": items, "metadata": {"resourceVersion": rv}}
+            200, {"kind": f"{kind}List", "items": items, "metadata": {"resourceVersion": rv}}
         )
 
-    def _watch(self, ns: str | None, name: str, query: dict[str, str]) -> None:
+    def _watch(self, kind: str, ns: str | None, name: str, query: dict[str, str]) -> None:
         s = self.state
         since = int(query.get("resourceVersion") or 0)
         timeout = float(query.get("timeoutSeconds") or 30)
@@ -290,6 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
                     e
                     for e in s.events
                     if e[0] > since
+                    and e[2].get("kind") == kind
                     and (not name or e[2]["metadata"]["name"] == name)
                     and ns in (None, e[2]["metadata"]["namespace"])
                 ]
@@ -359,6 +417,10 @@ class _Handler(BaseHTTPRequestHandler):
         m = JOBS.match(urlparse(self.path).path)
         if not m or not m.group("name"):
             return self._status(404, "NotFound", "no route")
+        if not self._served(m.group("plural")):
+            return None
+        if body.get("kind") != KIND_OF[m.group("plural")]:
+            return self._status(400, "BadRequest", f"kind {body.get('kind')!r} at {self.path}")
         if self.headers.get("Content-Type") != "application/apply-patch+yaml":
             return self._status(415, "UnsupportedMediaType", "only server-side apply is served")
         manager = query.get("fieldManager")
@@ -411,12 +473,16 @@ class _Handler(BaseHTTPRequestHandler):
         m = JOBS.match(urlparse(self.path).path)
         if not m or not m.group("name"):
             return self._status(404, "NotFound", "no route")
+        if not self._served(m.group("plural")):
+            return None
         s = self.state
+        key = (m.group("ns"), m.group("name"))
         with s.cond:
-            job = s.jobs.pop((m.group("ns"), m.group("name")), None)
-            if job is None:
+            job = s.jobs.get(key)
+            if job is None or job.get("kind") != KIND_OF[m.group("plural")]:
                 return self._status(
-                    404, "NotFound", f'pytorchjobs.kubeflow.org "{m.group("name")}" not found'
+                    404, "NotFound", f'{RESOURCE[m.group("plural")]} "{key[1]}" not found'
                 )
+            del s.jobs[key]
             _bump(s, "DELETED", job)
         self._send(200, {"kind": "Status", "status": "Success"})

@@ -1,7 +1,8 @@
-"""One suite for every backend (backends/base.py): the same scenarios through the public
-Client, against the local backend (real processes) and the Kubernetes backend (the real
-`kubernetes` client against the loopback API fixture, where the test plays the
-training-operator). A backend added later joins BACKENDS and must pass all of it."""
+"""One suite for every backend (backends/base.py) and both job kinds: the same scenarios
+through the public Client, against the local backend (real processes) and the Kubernetes
+backend (the real `kubernetes` client against the loopback API fixture, where the test
+plays the training-operator or Trainer v2), each with the job as a PyTorchJob and as a
+TrainJob. A backend added later joins BACKENDS and must pass all of it."""
 
 from __future__ import annotations
 
@@ -28,8 +29,13 @@ from .test_collect import make_run
 # The local backend both ways: pod sandboxes (where possible: the default as root) and
 # plain processes (docs/LOCAL_PODS.md).
 BACKENDS = ["local", "local-processes", "kubernetes"]
-LABEL = "training.kubeflow.org/job-name"
-SUCCEED = "import os, time; print('hello from rank', os.environ['RANK']); time.sleep(2)"
+KINDS = ["pytorchjob", "trainjob"]
+# The node's rank: the training-operator sets RANK, Trainer v2 only PET_NODE_RANK.
+SUCCEED = (
+    "import os, time; "
+    "print('hello from rank', os.environ.get('RANK', os.environ.get('PET_NODE_RANK'))); "
+    "time.sleep(2)"
+)
 FAIL = "print('line 1'); print('boom: bad config'); raise SystemExit(3)"
 
 
@@ -41,18 +47,39 @@ class Harness:
     backend: str
     client: Client
     tmp: Path
+    kind: str = "pytorchjob"
     api: FakeApiServer | None = None
+
+    @property
+    def trainjob(self) -> bool:
+        return self.kind == "trainjob"
+
+    @property
+    def tags(self) -> tuple[str, str]:
+        """The job's two replicas, rank 0 first."""
+        return ("node-0-0", "node-0-1") if self.trainjob else ("master-0", "worker-0")
+
+    @property
+    def success(self) -> str:
+        """The condition success brings: Trainer copies the JobSet's Complete."""
+        return "Complete" if self.trainjob else "Succeeded"
 
     def job(self, name: str, outcome: str) -> Path:
         script = SUCCEED if outcome == "succeed" else FAIL
-        fault = "  fault: {restartPolicy: Never, maxRestarts: 0}\n" if outcome == "fail" else ""
+        # A PyTorchJob fails at once; a TrainJob's pods restart up to the Job's
+        # backoffLimit (6), quickly (KCTL_TRAIN_LOCAL_RESTART_BACKOFF, set by the fixture).
+        fault = ""
+        if outcome == "fail":
+            fault = "  fault: {maxRestarts: 0}\n"
+            if not self.trainjob:
+                fault = "  fault: {restartPolicy: Never, maxRestarts: 0}\n"
         store = (self.tmp / "store").as_uri()
         path = self.tmp / f"{name}.yaml"
         path.write_text(
             job_yaml(
                 name,
                 f'  command: [python, -c, "{script}"]\n  nodes: 2\n'
-                f"  storage: {{uri: '{store}'}}\n{fault}",
+                f"  storage: {{uri: '{store}'}}\n{fault}  operator: {self.kind}\n",
             )
         )
         if self.api is not None:
@@ -63,19 +90,30 @@ class Harness:
         api = self.api
         assert api is not None
 
-        def pod(replica: str, phase: str, code: int | None = None) -> dict[str, Any]:
+        container = "node" if self.trainjob else "pytorch"
+        # The pods as each operator makes them: a JobSet's carry 5 random characters.
+        names = [f"{name}-{t}-x7k2p" if self.trainjob else f"{name}-{t}" for t in self.tags]
+        labels = (
+            {
+                "jobset.sigs.k8s.io/jobset-name": name,
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+            }
+            if self.trainjob
+            else {"training.kubeflow.org/job-name": name}
+        )
+
+        def pod(index: int, phase: str, code: int | None = None) -> dict[str, Any]:
             status: dict[str, Any] = {"phase": phase}
             if code is not None:
                 terminated = {"exitCode": code, "reason": "Error" if code else "Completed"}
                 status["containerStatuses"] = [
-                    {"name": "pytorch", "restartCount": 0, "state": {"terminated": terminated}}
+                    {"name": container, "restartCount": 0, "state": {"terminated": terminated}}
                 ]
             return {
-                "metadata": {"name": f"{name}-{replica}", "namespace": "default",
-                             "labels": {LABEL: name}},
+                "metadata": {"name": names[index], "namespace": "default", "labels": labels},
                 "spec": {"nodeName": "node-1"},
                 "status": status,
-            }  # fmt: skip
+            }
 
         def play() -> None:
             with contextlib.suppress(KeyError):  # the test deleted the job before its end
@@ -85,36 +123,41 @@ class Harness:
             deadline = time.monotonic() + 10
             while ("default", name) not in api.state.jobs and time.monotonic() < deadline:
                 time.sleep(0.05)
-            api.state.logs[f"{name}-master-0"] = ["hello from rank 0"]
-            api.state.logs[f"{name}-worker-0"] = ["hello from rank 1"]
-            api.state.pods = [pod("master-0", "Running"), pod("worker-0", "Running")]
+            api.state.logs[names[0]] = ["hello from rank 0"]
+            api.state.logs[names[1]] = ["hello from rank 1"]
+            api.state.pods = [pod(0, "Running"), pod(1, "Running")]
             api.set_conditions("default", name, "Created", "Running")
             time.sleep(1.5)
             if outcome == "succeed":
-                api.state.pods = [pod("master-0", "Succeeded", 0), pod("worker-0", "Succeeded", 0)]
+                api.state.pods = [pod(0, "Succeeded", 0), pod(1, "Succeeded", 0)]
                 api.set_conditions("default", name, "Created", "Running", "Succeeded")
             else:
-                api.state.logs[f"{name}-master-0"] = ["line 1", "boom: bad config"]
-                api.state.pods = [pod("master-0", "Failed", 3), pod("worker-0", "Running")]
+                api.state.logs[names[0]] = ["line 1", "boom: bad config"]
+                api.state.pods = [pod(0, "Failed", 3), pod(1, "Running")]
                 api.set_conditions("default", name, "Created", "Running", "Failed")
 
         threading.Thread(target=play, daemon=True).start()
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[(b, k) for k in KINDS for b in BACKENDS], ids="-".join)
 def harness(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Harness]:
-    if request.param.startswith("local"):
+    backend, kind = request.param
+    if backend.startswith("local"):
         monkeypatch.setenv("KCTL_TRAIN_HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("KCTL_TRAIN_LOCAL_RESTART_BACKOFF", "0.1,0.2")
         monkeypatch.chdir(tmp_path)
-        pods = "process" if request.param == "local-processes" else None
-        yield Harness("local", Client(LocalBackend(tmp_path / "home", pods=pods)), tmp_path)
+        pods = "process" if backend == "local-processes" else None
+        client = Client(LocalBackend(tmp_path / "home", pods=pods))
+        yield Harness("local", client, tmp_path, kind)
         return
     api = FakeApiServer()
+    api.state.other_crds.update({"trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"})
+    api.state.runtimes.add("kctl-train")
     monkeypatch.setenv("KUBECONFIG", str(api.kubeconfig(tmp_path)))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    yield Harness("kubernetes", Client("kubernetes"), tmp_path, api)
+    yield Harness("kubernetes", Client("kubernetes"), tmp_path, kind, api)
     api.stop()
 
 
@@ -142,7 +185,7 @@ def test_watch_follows_the_job_to_success(harness: Harness) -> None:
     events = list(handle.events(heartbeat=0.5))
     assert isinstance(events[0], JobChanged)
     reached = [e.condition.type for e in events if isinstance(e, ConditionReached)]
-    assert "Succeeded" in reached and len(reached) == len(set(reached))
+    assert harness.success in reached and len(reached) == len(set(reached))
     last = events[-1]
     assert isinstance(last, JobChanged) and last.view.ended and last.view.succeeded
     assert handle.failure() is None
@@ -154,7 +197,7 @@ def test_a_failure_reports_the_reason_and_the_last_log_lines(harness: Harness) -
     assert view.ended and not view.succeeded and view.state == "Failed"
     report = handle.failure()
     assert report is not None and not report.stopped and report.message
-    assert report.replica is not None and report.replica.name == "conf-master-0"
+    assert report.replica is not None and report.replica.tag == harness.tags[0]
     assert report.replica.exit_code not in (None, 0)
     assert "boom: bad config" in report.lines
 
@@ -162,14 +205,15 @@ def test_a_failure_reports_the_reason_and_the_last_log_lines(harness: Harness) -
 def test_logs_of_every_replica_and_of_one(harness: Harness) -> None:
     handle = harness.client.apply(harness.job("conf", "succeed"))
     handle.wait(timeout=60)
+    first, second = harness.tags
     lines = list(handle.logs())
-    assert {line.replica for line in lines} == {"master-0", "worker-0"}
-    assert LogLine("worker-0", "hello from rank 1") in lines
-    master = [line for line in handle.logs(replica="master-0")]
-    assert {line.replica for line in master} == {"master-0"}
+    assert {line.replica for line in lines} == {first, second}
+    assert LogLine(second, "hello from rank 1") in lines
+    master = [line for line in handle.logs(replica=first)]
+    assert {line.replica for line in master} == {first}
     assert "hello from rank 0" in [line.text for line in master]
-    assert [line.text for line in handle.logs(replica="master-0", tail=1)] == [master[-1].text]
-    with pytest.raises(BadInput, match="master-0, worker-0"):
+    assert [line.text for line in handle.logs(replica=first, tail=1)] == [master[-1].text]
+    with pytest.raises(BadInput, match=f"{first}, {second}"):
         list(handle.logs(replica="worker-9"))
 
 

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from ...errors import ClusterError
-from ...kubeflow import pytorchjob as pj
+from ...kubeflow.kinds import KINDS, PYTORCHJOB, Kind, kind_of
 
 FIELD_MANAGER = "kctl-train"
 WATCH_SECONDS = 60  # the server closes each watch after this; we then watch again
@@ -39,7 +39,7 @@ class ApplyConflict(ClusterError):
     def __init__(self, name: str, conflicts: list[Conflict]) -> None:
         lines = "\n  ".join(f"{c.field}: {c.message}" for c in conflicts)
         super().__init__(
-            f"pytorchjob/{name}: fields managed by someone else would change:\n  {lines}\n"
+            f"{name}: fields managed by someone else would change:\n  {lines}\n"
             "re-run with --force-conflicts to take them over",
             409,
         )
@@ -109,6 +109,7 @@ class Api:
     ) -> dict[str, Any]:
         """Server-side apply; returns the object as the server has it (or would have it)."""
         meta = manifest["metadata"]
+        kind = kind_of(manifest)
         kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER}
         if force:
             kwargs["force"] = True
@@ -118,10 +119,10 @@ class Api:
             # Raw: the client's response map has no entry for 201 Created and would
             # return None for a new job.
             response = self.custom.patch_namespaced_custom_object(
-                pj.GROUP,
-                pj.VERSION,
+                kind.group,
+                kind.version,
                 meta["namespace"],
-                pj.PLURAL,
+                kind.plural,
                 meta["name"],
                 dict(manifest),  # sent as JSON, which is YAML: the apply-patch body
                 _content_type="application/apply-patch+yaml",
@@ -139,76 +140,93 @@ class Api:
             if exc.status == 409:
                 causes = body.get("details", {}).get("causes", [])
                 raise ApplyConflict(
-                    meta["name"],
+                    f"{kind.short}/{meta['name']}",
                     [Conflict(c.get("field", "?"), c.get("message", "")) for c in causes]
                     or [Conflict("?", message)],
                 ) from None
             if exc.status == 422 and "immutable" in message.lower():
                 raise ClusterError(
-                    f"pytorchjob/{meta['name']}: {message}\nthis field cannot change on an "
+                    f"{kind.short}/{meta['name']}: {message}\nthis field cannot change on an "
                     f"existing job: `kctl-train delete {meta['name']}` first, or use a new name",
                     422,
                 ) from None
-            raise ClusterError(f"apply pytorchjob/{meta['name']}: {message}", exc.status) from None
+            raise ClusterError(
+                f"apply {kind.short}/{meta['name']}: {message}", exc.status
+            ) from None
         except Exception as exc:
             raise ClusterError(f"apply: cannot reach the API server ({exc})") from None
 
-    def get(self, namespace: str, name: str) -> dict[str, Any]:
+    def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
         obj: dict[str, Any] = self._call(
-            f"pytorchjob/{name}",
+            f"{kind.short}/{name}",
             self.custom.get_namespaced_custom_object,
-            pj.GROUP,
-            pj.VERSION,
+            kind.group,
+            kind.version,
             namespace,
-            pj.PLURAL,
+            kind.plural,
             name,
         )
         return obj
 
     def list_jobs(self, namespace: str | None) -> list[dict[str, Any]]:
-        if namespace:
-            body = self._call(
-                "list pytorchjobs",
-                self.custom.list_namespaced_custom_object,
-                pj.GROUP,
-                pj.VERSION,
-                namespace,
-                pj.PLURAL,
-            )
-        else:
-            body = self._call(
-                "list pytorchjobs",
-                self.custom.list_cluster_custom_object,
-                pj.GROUP,
-                pj.VERSION,
-                pj.PLURAL,
-            )
-        return list(body.get("items", []))
+        """Every PyTorchJob and TrainJob of a namespace (or all); a kind whose CRD the
+        cluster lacks has none."""
+        found: list[dict[str, Any]] = []
+        for kind in KINDS:
+            what = f"list {kind.plural}"
+            try:
+                if namespace:
+                    body = self._call(
+                        what,
+                        self.custom.list_namespaced_custom_object,
+                        kind.group,
+                        kind.version,
+                        namespace,
+                        kind.plural,
+                    )
+                else:
+                    body = self._call(
+                        what,
+                        self.custom.list_cluster_custom_object,
+                        kind.group,
+                        kind.version,
+                        kind.plural,
+                    )
+            except ClusterError as exc:
+                if exc.code == 404 and kind is not PYTORCHJOB:
+                    continue
+                raise
+            found += [{"kind": kind.kind, **item} for item in body.get("items", [])]
+        return found
 
-    def delete(self, namespace: str, name: str) -> None:
-        """Delete with foreground propagation: the job goes once its pods are gone."""
+    def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        """Delete with foreground propagation: the job goes once its pods are gone (a
+        TrainJob takes its JobSet with it: deleting only the JobSet would rerun it)."""
         self._call(
-            f"delete pytorchjob/{name}",
+            f"delete {kind.short}/{name}",
             self.custom.delete_namespaced_custom_object,
-            pj.GROUP,
-            pj.VERSION,
+            kind.group,
+            kind.version,
             namespace,
-            pj.PLURAL,
+            kind.plural,
             name,
             propagation_policy="Foreground",
         )
 
     def find(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The job, or None when there is none (other errors raise)."""
-        try:
-            return self.get(namespace, name)
-        except ClusterError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        """The PyTorchJob or TrainJob of that name, or None when there is none (other
+        errors raise; a cluster without the TrainJob CRD has no TrainJobs)."""
+        for kind in KINDS:
+            try:
+                return self.get(kind, namespace, name)
+            except ClusterError as exc:
+                if exc.code != 404:
+                    raise
+        return None
 
     def watch_job(
         self,
+        kind: Kind,
         namespace: str,
         name: str,
         stop: Callable[[dict[str, Any]], bool],
@@ -216,16 +234,16 @@ class Api:
     ) -> Iterator[dict[str, Any]]:
         """The job's object each time it changes, until stop(object) is true. Starts from
         a GET; a watch expiring (410 Gone) or dropping re-reads and watches again."""
-        obj = self.get(namespace, name)
+        obj = self.get(kind, namespace, name)
         yield obj
         while not stop(obj):
             rv = obj.get("metadata", {}).get("resourceVersion")
             stream = watch.Watch().stream(
                 self.custom.list_namespaced_custom_object,
-                pj.GROUP,
-                pj.VERSION,
+                kind.group,
+                kind.version,
                 namespace,
-                pj.PLURAL,
+                kind.plural,
                 field_selector=f"metadata.name={name}",
                 resource_version=rv,
                 timeout_seconds=watch_seconds,
@@ -234,7 +252,7 @@ class Api:
             try:
                 for event in stream:
                     if event["type"] == "DELETED":
-                        raise ClusterError(f"pytorchjob/{name} was deleted", 404)
+                        raise ClusterError(f"{kind.short}/{name} was deleted", 404)
                     if event["type"] in ("ADDED", "MODIFIED"):
                         obj = event["object"]
                         yield obj
@@ -243,42 +261,42 @@ class Api:
             except ApiException as exc:
                 if exc.status != 410:
                     raise ClusterError(
-                        f"watch pytorchjob/{name}: {exc.reason}", exc.status
+                        f"watch {kind.short}/{name}: {exc.reason}", exc.status
                     ) from None
             except ClusterError:
                 raise
             except Exception:
                 time.sleep(1)  # a dropped connection: read the object again, then watch
-            obj = self.get(namespace, name)
+            obj = self.get(kind, namespace, name)
             yield obj
 
     # pods
 
-    def pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        """The job's replica pods, as dicts, Master first."""
+    def pods(self, kind: Kind, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The job's trainer pods, as dicts, in rank order (Master first)."""
         body = self.raw(
             f"pods of {name}",
             self.core.list_namespaced_pod,
             namespace,
-            label_selector=f"{pj.JOB_NAME_LABEL}={name}",
+            label_selector=kind.pod_selector(name),
         )
         pods = list(body.get("items", []))
-        return sorted(pods, key=lambda p: _replica_order(p["metadata"]["name"]))
+        return sorted(pods, key=lambda p: kind.order(name, p["metadata"]["name"]))
 
-    def pods_by_job(self, namespace: str | None) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """Every PyTorchJob pod of a namespace (or all), in one call, by (namespace, job)."""
+    def pods_by_job(
+        self, kind: Kind, namespace: str | None
+    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every pod of one kind's jobs in a namespace (or all), in one call, by
+        (namespace, job)."""
+        label = kind.job_label
         if namespace:
-            body = self.raw(
-                "pods", self.core.list_namespaced_pod, namespace, label_selector=pj.JOB_NAME_LABEL
-            )
+            body = self.raw("pods", self.core.list_namespaced_pod, namespace, label_selector=label)
         else:
-            body = self.raw(
-                "pods", self.core.list_pod_for_all_namespaces, label_selector=pj.JOB_NAME_LABEL
-            )
+            body = self.raw("pods", self.core.list_pod_for_all_namespaces, label_selector=label)
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for pod in body.get("items", []):
             meta = pod["metadata"]
-            key = (meta.get("namespace", ""), meta["labels"][pj.JOB_NAME_LABEL])
+            key = (meta.get("namespace", ""), meta["labels"][label])
             grouped.setdefault(key, []).append(pod)
         return grouped
 
@@ -297,13 +315,14 @@ class Api:
         namespace: str,
         pod: str,
         *,
+        container: str,
         follow: bool,
         previous: bool = False,
         tail: int | None = None,
     ) -> Iterator[str]:
         """A pod's log line by line, streamed (never the whole log in memory)."""
         kwargs: dict[str, Any] = {
-            "container": pj.CONTAINER_NAME,
+            "container": container,
             "follow": follow,
             "previous": previous,
             "_preload_content": False,
@@ -327,8 +346,3 @@ class Api:
                 yield pending.decode(errors="replace")
         finally:
             response.release_conn()
-
-
-def _replica_order(pod: str) -> tuple[int, int]:
-    role, _, index = pod.rpartition("-")
-    return (0 if role.endswith("-master") else 1, int(index) if index.isdigit() else 0)

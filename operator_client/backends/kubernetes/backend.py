@@ -1,7 +1,9 @@
-"""The Kubernetes backend: PyTorchJobs on a cluster with Kubeflow's training-operator.
+"""The Kubernetes backend: PyTorchJobs on a cluster with Kubeflow's training-operator, and
+TrainJobs on one with Kubeflow Trainer v2 (kubeflow/kinds.py says where each lives).
 
-Server-side apply with field manager `kctl-train`; the job's view combines the
-PyTorchJob's conditions with its pods (why each is stuck, in one line: pod_reasons.py).
+Server-side apply with field manager `kctl-train`; the job's view combines the job's
+conditions (a TrainJob's also its jobsStatus) with its pods (why each is stuck, in one
+line: pod_reasons.py). A job is found by name among both kinds.
 The API client is imported and connects on first use: a Client that only renders
 needs no cluster and never loads the kubernetes package.
 """
@@ -19,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...contract import Progress
 from ...errors import ClusterError, JobNotFound
 from ...kubeflow import lifecycle as lc
-from ...kubeflow import pytorchjob as pj
-from ...kubeflow.pytorchjob import replica_tag
+from ...kubeflow.kinds import KINDS, Kind, kind_of
 from ..base import (
     Backend,
     Event,
@@ -47,6 +48,8 @@ Pods = list[dict[str, Any]]
 Replicas = list[Replica]
 Warnings = dict[str, list[str]]  # a Pending pod's Warning events, by pod
 
+# Who writes each kind's status: named while a job waits for it.
+OPERATORS = {"PyTorchJob": "training-operator", "TrainJob": "Trainer controller"}
 PODS_EVERY = 2.0  # seconds between pod listings while watching (0.5 before any pod exists)
 PENDING_LOGS_TIMEOUT = 300.0  # how long `logs` waits for Pending pods
 
@@ -96,15 +99,22 @@ class KubernetesBackend(Backend):
         obj = self.api.find(namespace, name)
         if obj is None:
             return None
-        pods = self.api.pods(namespace, name)
+        pods = self.api.pods(kind_of(obj), namespace, name)
         return self._view(obj, pods, raw={**obj, "pods": pods})
 
     def list(self, namespace: str | None = None) -> list[JobView]:
         jobs = self.api.list_jobs(namespace)
-        pods_of = self.api.pods_by_job(namespace)
+        pods_of = {
+            kind.kind: self.api.pods_by_job(kind, namespace)
+            for kind in KINDS
+            if any(j["kind"] == kind.kind for j in jobs)
+        }
         views = [
             self._view(
-                j, pods_of.get((j["metadata"].get("namespace", ""), j["metadata"]["name"]), [])
+                j,
+                pods_of[j["kind"]].get(
+                    (j["metadata"].get("namespace", ""), j["metadata"]["name"]), []
+                ),
             )
             for j in jobs
         ]
@@ -119,18 +129,25 @@ class KubernetesBackend(Backend):
     ) -> JobView:
         """The job and its pods; `warnings` (by pod) join the pods' problems."""
         meta = obj["metadata"]
+        kind = kind_of(obj)
         conditions = conditions_of(obj)
-        state = lc.job_state(conditions)
+        state = lc.state_of(obj)
         status = obj.get("status", {})
+        if conditions and conditions[-1].holds:
+            message = conditions[-1].message
+        elif state == lc.RUNNING:
+            message = f"{kind.kind} {meta['name']} is running."
+        else:
+            message = f"waiting for the {OPERATORS[kind.kind]}"
         return JobView(
             backend=self.name,
             name=meta["name"],
             namespace=meta.get("namespace", "default"),
             state=state,
-            message=conditions[-1].message if conditions else "waiting for the training-operator",
+            message=message,
             conditions=conditions,
             replicas=tuple(
-                _replica(meta["name"], p, (warnings or {}).get(p["metadata"]["name"], ()))
+                _replica(kind, meta["name"], p, (warnings or {}).get(p["metadata"]["name"], ()))
                 for p in pods
             ),
             nodes=replica_count(obj),
@@ -140,6 +157,7 @@ class KubernetesBackend(Backend):
             storage=StorageLocation.of(obj),
             ended=state in lc.FINISHED,
             raw=obj if raw is None else raw,
+            kind=kind.kind,
         )
 
     def watch(
@@ -148,12 +166,16 @@ class KubernetesBackend(Backend):
         """A thread follows the job's watch (which wakes only when the job changes); this
         generator lists the pods every PODS_EVERY seconds beside it, for stuck-pod
         reasons, the pods' Warning events and the newest progress line."""
+        first = self.api.find(namespace, name)
+        if first is None:
+            raise JobNotFound(self.missing(namespace, name))
+        kind = kind_of(first)
         updates: queue.Queue[Any] = queue.Queue()
         done = threading.Event()
 
         def pump() -> None:
             try:
-                for obj in self.api.watch_job(namespace, name, _finished):
+                for obj in self.api.watch_job(kind, namespace, name, _finished):
                     updates.put(obj)
                     if done.is_set():
                         return
@@ -174,7 +196,7 @@ class KubernetesBackend(Backend):
                 except queue.Empty:
                     item = None
                 if isinstance(item, ClusterError) and item.code == 404:
-                    raise JobNotFound(f"pytorchjob/{name} was deleted") from None
+                    raise JobNotFound(f"{kind.short}/{name} was deleted") from None
                 if isinstance(item, Exception):
                     raise item
                 if item is not None:
@@ -185,9 +207,9 @@ class KubernetesBackend(Backend):
                     continue
                 now = time.monotonic()
                 if _finished(obj) or now - listed >= (PODS_EVERY if pods else 0.5):
-                    pods, listed = self._pods_or(pods, namespace, name), now
+                    pods, listed = self._pods_or(pods, kind, namespace, name), now
                     warnings = self._warnings(namespace, pods)
-                    found = self._progress(namespace, pods)
+                    found = self._progress(kind, namespace, pods)
                     if found is not None and found != progress:
                         progress = found
                         yield ProgressReport(found)
@@ -199,9 +221,9 @@ class KubernetesBackend(Backend):
         finally:
             done.set()
 
-    def _pods_or(self, pods: Pods, namespace: str, name: str) -> Pods:
+    def _pods_or(self, pods: Pods, kind: Kind, namespace: str, name: str) -> Pods:
         try:
-            return self.api.pods(namespace, name)
+            return self.api.pods(kind, namespace, name)
         except ClusterError:
             return pods  # a hiccup of the API: the next round tries again
 
@@ -218,13 +240,16 @@ class KubernetesBackend(Backend):
                 )
         return found
 
-    def _progress(self, namespace: str, pods: Pods) -> Progress | None:
+    def _progress(self, kind: Kind, namespace: str, pods: Pods) -> Progress | None:
         """The newest progress line in the last lines of the first running replica."""
         running = [p["metadata"]["name"] for p in pods if pod_phase(p) == "Running"]
         if not running:
             return None
         try:
-            return Progress.newest(self.api.log_lines(namespace, running[0], follow=False, tail=20))
+            lines = self.api.log_lines(
+                namespace, running[0], container=kind.container, follow=False, tail=20
+            )
+            return Progress.newest(lines)
         except ClusterError:
             return None
 
@@ -240,11 +265,20 @@ class KubernetesBackend(Backend):
     ) -> Iterator[LogLine]:
         """Waits up to 5 minutes for Pending pods; one thread per pod streams its log
         (and the next container's, after a restart) into one queue."""
-        chosen = self._running_pods(namespace, name, replica)
+        obj = self.api.find(namespace, name)
+        if obj is None:
+            raise JobNotFound(self.missing(namespace, name))
+        kind = kind_of(obj)
+        chosen = self._running_pods(kind, namespace, name, replica)
         if len(chosen) == 1 and not follow:
             (only,) = chosen
             for text in self.api.log_lines(
-                namespace, only.name, follow=False, previous=previous, tail=tail
+                namespace,
+                only.name,
+                container=kind.container,
+                follow=False,
+                previous=previous,
+                tail=tail,
             ):
                 yield LogLine(only.tag, text)
             return
@@ -255,12 +289,17 @@ class KubernetesBackend(Backend):
                 seen = r.restarts
                 while True:
                     for text in self.api.log_lines(
-                        namespace, r.name, follow=follow, previous=previous, tail=tail
+                        namespace,
+                        r.name,
+                        container=kind.container,
+                        follow=follow,
+                        previous=previous,
+                        tail=tail,
                     ):
                         lines.put(LogLine(r.tag, text))
                     if not follow or previous:
                         return
-                    restarted = self._next_container(namespace, name, r.name, seen)
+                    restarted = self._next_container(kind, namespace, name, r.name, seen)
                     if restarted is None:
                         return
                     seen = restarted
@@ -285,10 +324,10 @@ class KubernetesBackend(Backend):
         if errors:
             raise ClusterError("; ".join(errors))
 
-    def _running_pods(self, namespace: str, name: str, replica: str | None) -> Replicas:
+    def _running_pods(self, kind: Kind, namespace: str, name: str, replica: str | None) -> Replicas:
         deadline = time.monotonic() + PENDING_LOGS_TIMEOUT
         while True:
-            replicas = [_replica(name, p) for p in self.api.pods(namespace, name)]
+            replicas = [_replica(kind, name, p) for p in self.api.pods(kind, namespace, name)]
             chosen = pick(replicas, replica)
             if chosen and all(r.phase != "Pending" for r in chosen):
                 return chosen
@@ -296,11 +335,14 @@ class KubernetesBackend(Backend):
                 raise ClusterError(f"the pods of {name} are still Pending after 5 minutes")
             time.sleep(2)
 
-    def _next_container(self, namespace: str, name: str, pod: str, seen: int) -> int | None:
+    def _next_container(
+        self, kind: Kind, namespace: str, name: str, pod: str, seen: int
+    ) -> int | None:
         """After a followed log ends: the pod's new restart count once its container has
         restarted, or None when the job has ended or the pod is gone."""
         while True:
-            current = {p["metadata"]["name"]: p for p in self.api.pods(namespace, name)}.get(pod)
+            pods = self.api.pods(kind, namespace, name)
+            current = {p["metadata"]["name"]: p for p in pods}.get(pod)
             if current is None:
                 return None
             job = self.api.find(namespace, name)
@@ -314,9 +356,10 @@ class KubernetesBackend(Backend):
 
     def delete(self, namespace: str, name: str, *, wait: bool = False) -> bool:
         """Foreground deletion: the job goes once its pods are gone."""
-        if self.api.find(namespace, name) is None:
+        obj = self.api.find(namespace, name)
+        if obj is None:
             return False
-        self.api.delete(namespace, name)
+        self.api.delete(kind_of(obj), namespace, name)
         while wait and self.api.find(namespace, name) is not None:
             time.sleep(1)
         return True
@@ -327,26 +370,28 @@ class KubernetesBackend(Backend):
 
 
 def _finished(obj: Mapping[str, Any]) -> bool:
-    return lc.job_state(conditions_of(obj)) in lc.FINISHED
+    return lc.state_of(obj) in lc.FINISHED
 
 
-def _replica(job_name: str, pod: Mapping[str, Any], warnings: Sequence[str] = ()) -> Replica:
+def _replica(
+    kind: Kind, job_name: str, pod: Mapping[str, Any], warnings: Sequence[str] = ()
+) -> Replica:
     name = pod["metadata"]["name"]
     return Replica(
         name=name,
-        tag=replica_tag(job_name, name),
+        tag=kind.tag(job_name, name),
         phase=pod_phase(pod),
         restarts=restarts(pod),
-        exit_code=_exit_code(pod),
+        exit_code=_exit_code(pod, kind.container),
         problems=(*pod_problems(pod), *warnings),
         node=pod.get("spec", {}).get("nodeName") or "-",
     )
 
 
-def _exit_code(pod: Mapping[str, Any]) -> int | None:
+def _exit_code(pod: Mapping[str, Any], container: str) -> int | None:
     """The trainer container's exit code, when it has ended (or ended before a restart)."""
     for cs in pod.get("status", {}).get("containerStatuses", []):
-        if cs.get("name") != pj.CONTAINER_NAME:
+        if cs.get("name") != container:
             continue
         for state in (cs.get("state") or {}, cs.get("lastState") or {}):
             code = (state.get("terminated") or {}).get("exitCode")

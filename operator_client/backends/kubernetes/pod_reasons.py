@@ -27,7 +27,7 @@ def pod_phase(pod: Mapping[str, Any]) -> str:
 
 
 def restarts(pod: Mapping[str, Any]) -> int:
-    """Container restarts of the pod (the pytorch container and its init containers)."""
+    """Container restarts of the pod (the trainer container and its init containers)."""
     status = pod.get("status", {})
     return sum(
         int(c.get("restartCount", 0))

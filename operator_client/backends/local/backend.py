@@ -55,6 +55,7 @@ from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
+from .supervisor import restart_delays
 
 if TYPE_CHECKING:
     from ...spec.model import TrainingJob
@@ -147,6 +148,10 @@ class LocalBackend(Backend):
                 )
             ]
         findings = []
+        try:
+            restart_delays(env)
+        except ValueError as exc:
+            findings.append(Finding("error", str(exc), bad_input=True))
         location = StorageLocation.of(manifest)
         try:
             mode = choose(self._requested(), location.endpoint if location else None)

@@ -30,8 +30,24 @@ from .jobdir import JobDir, write_json
 from .launch import Pods, pods_for
 
 POLL_SECONDS = 0.2
-# A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5 min).
+# A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5
+# min); FIRST,MAX seconds in this variable change it (a quick rehearsal of a backoff limit).
 RESTART_DELAY = (1.0, 30.0)
+RESTART_BACKOFF_ENV = "KCTL_TRAIN_LOCAL_RESTART_BACKOFF"
+
+
+def restart_delays(env: Mapping[str, str]) -> tuple[float, float]:
+    """The first and longest wait before a restart; ValueError for a malformed setting."""
+    text = env.get(RESTART_BACKOFF_ENV)
+    if not text:
+        return RESTART_DELAY
+    first, _, longest = text.partition(",")
+    delays = float(first), float(longest or first)
+    if not 0 <= delays[0] <= delays[1]:
+        raise ValueError(f"{RESTART_BACKOFF_ENV}={text!r}: use FIRST,MAX seconds, FIRST <= MAX")
+    return delays
+
+
 # After the job succeeded, replicas that are finishing on their own get this long.
 SETTLE_SECONDS = 3.0
 
@@ -50,6 +66,7 @@ class Supervisor:
         self.started = time.time()
         self.completed: float | None = None
         self.env = dict(env)
+        self.delays = restart_delays(env)
         self.pods: Pods | None = None
         self.stop_requested = False
         self.kill_requested = False
@@ -219,7 +236,7 @@ class Supervisor:
             if decision.restart:
                 self.counted_restarts += decision.counted
                 restarts = replica.restarts + 1
-                delay = min(RESTART_DELAY[0] * 2 ** (restarts - 1), RESTART_DELAY[1])
+                delay = min(self.delays[0] * 2 ** (restarts - 1), self.delays[1])
                 self.replicas[name] = replace(replica, restarts=restarts, phase=lc.PENDING)
                 self.restart_at[name] = time.monotonic() + delay
                 self._note(
