@@ -38,6 +38,9 @@ def running(r: lc.Replica) -> lc.Replica:
 
 
 WORKERS_ONLY = {"has_master": False, "restart": {"Worker": "OnFailure"}}
+TRAINJOB = {"kind": "TrainJob", "has_master": False, "restart": {"node": "OnFailure"}}
+N0 = lc.Replica("j-node-0-0", "node", 0)
+N1 = lc.Replica("j-node-0-1", "node", 1)
 CASES = [
     # (policy overrides, replicas after the exit, exited, code, counted so far, expected)
     ({}, [done(M), running(W0)], M, 0, 0, (False, lc.SUCCEEDED, "PyTorchJobSucceeded")),
@@ -95,6 +98,11 @@ CASES = [
         99,
         (True, lc.RESTARTING, "PyTorchJobRestarting"),
     ),
+    # A TrainJob: one node Job of Indexed pods (OnFailure, backoffLimit 6) in a JobSet.
+    ({**TRAINJOB}, [done(N0), running(N1)], N0, 0, 0, (False, None, "")),
+    ({**TRAINJOB}, [done(N0), done(N1)], N1, 0, 0, (False, lc.SUCCEEDED, "AllJobsCompleted")),
+    ({**TRAINJOB}, [N0, running(N1)], N0, 137, 0, (True, lc.RESTARTING, "Restarting")),
+    ({**TRAINJOB}, [N0, running(N1)], N0, 1, 5, (False, lc.FAILED, "FailedJobs")),
 ]
 
 
@@ -170,3 +178,66 @@ def test_policy_from_a_manifest_uses_the_operator_defaults() -> None:
     assert p.restart == {"Worker": "OnFailure"}
     assert (p.backoff_limit, p.clean_pods, p.grace_seconds) == (None, "None", 30)
     assert p.elastic and not p.has_master
+
+
+def test_a_trainjob_fails_as_its_jobset_and_writes_only_v2_conditions() -> None:
+    tj = policy(**TRAINJOB)
+    decision = lc.on_exit(tj, [N0, running(N1)], N0, 1, 5)
+    assert decision.message == (
+        "jobset failed due to one or more job failures: Job j-node-0 has reached the "
+        "specified backoff limit (6 restarts; j-node-0-0 exited with code 1)"
+    )
+    deadline = lc.deadline_exceeded(policy(**TRAINJOB, active_deadline=1), 0.0, 2.0)
+    assert deadline is not None
+    assert (deadline.reason, deadline.message) == (
+        "DeadlineExceeded",
+        "TrainJob exceeded its active deadline",
+    )
+    conds = lc.set_condition([], lc.CREATED, *lc.words(tj, "created"), 1)
+    conds = lc.set_condition(conds, lc.RUNNING, *lc.words(tj, "running"), 2)
+    running_body = lc.status_body(tj, conds, [running(N0), N1], 1.0, None)
+    assert running_body["conditions"] == []  # Trainer writes no Created or Running
+    assert running_body["jobsStatus"] == [
+        {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
+    ]
+    assert lc.state_of({"kind": "TrainJob", "status": running_body}) == lc.RUNNING
+    conds = lc.set_condition(conds, lc.SUCCEEDED, *lc.words(tj, "succeeded"), 3)
+    body = lc.status_body(tj, conds, [done(N0), done(N1)], 1.0, 3.0)
+    assert [(c["type"], c["reason"]) for c in body["conditions"]] == [
+        ("Complete", "AllJobsCompleted")
+    ]
+    assert body["jobsStatus"][0]["succeeded"] == 1 and body["jobsStatus"][0]["active"] == 0
+    assert "startTime" not in body and "replicaStatuses" not in body
+
+
+def held(*types: str, status: str = "True") -> list[dict[str, str]]:
+    return [{"type": t, "status": status} for t in types]
+
+
+@pytest.mark.parametrize(
+    ("obj", "state"),
+    [
+        ({"kind": "PyTorchJob"}, lc.PENDING_JOB),
+        ({"kind": "PyTorchJob", "status": {"conditions": held("Created")}}, lc.CREATED),
+        ({"status": {"conditions": held("Created", "Succeeded")}}, lc.SUCCEEDED),
+        ({"kind": "TrainJob"}, lc.PENDING_JOB),
+        ({"kind": "TrainJob", "status": {"jobsStatus": [{"name": "node"}]}}, lc.CREATED),
+        ({"kind": "TrainJob", "status": {"jobsStatus": [{"active": 1}]}}, lc.RUNNING),
+        ({"kind": "TrainJob", "status": {"conditions": held("Complete")}}, lc.SUCCEEDED),
+        ({"kind": "TrainJob", "status": {"conditions": held("Failed")}}, lc.FAILED),
+        ({"kind": "TrainJob", "status": {"conditions": held("Suspended")}}, lc.SUSPENDED),
+        # Kueue admitted it: Suspended=False (Resumed), and its Job runs.
+        (
+            {
+                "kind": "TrainJob",
+                "status": {
+                    "conditions": held("Suspended", status="False"),
+                    "jobsStatus": [{"active": 1}],
+                },
+            },
+            lc.RUNNING,
+        ),
+    ],
+)
+def test_one_state_word_for_either_kind(obj: dict[str, Any], state: str) -> None:
+    assert lc.state_of(obj) == state

@@ -194,6 +194,44 @@ def test_a_killed_replica_restarts_and_the_job_resumes(
     assert min(steps) < 20 and max(steps) >= 150
 
 
+def test_the_quickstart_as_a_trainjob_resumes_after_a_kill_and_collects_every_row_once(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Kubeflow Trainer v2's shape end to end: pods <job>-node-0-<i> with only the torch
+    plugin's PET_* variables, a node killed after the first checkpoint restarts in place
+    (OnFailure), the fit resumes from the checkpoint, Complete when every node exits 0."""
+    apply = subprocess.Popen(
+        [KCTL, "apply", str(ROOT / "examples/quickstart.yaml"), "--local", "--wait",
+         "--operator", "trainjob"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    store = open_store((tmp_path / "home/store/default/quickstart").as_uri() + "/")
+    deadline = time.monotonic() + 150
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
+        time.sleep(0.2)
+    body = status_of("quickstart", env, tmp_path)
+    assert body["kind"] == "TrainJob" and body["status"]["conditions"] == []
+    victim = next(r for r in body["local"]["replicas"] if r["name"] == "quickstart-node-0-1")
+    os.killpg(victim["pid"], signal.SIGKILL)  # the whole container: agent and workers
+    stdout, stderr = apply.communicate(timeout=240)
+    assert apply.returncode == 0, stdout + stderr
+    assert "trainjob.trainer.kubeflow.org/quickstart created" in stdout
+    assert "Complete: jobset completed successfully" in stderr
+    body = status_of("quickstart", env, tmp_path)
+    assert [c["type"] for c in body["status"]["conditions"]] == ["Complete"]
+    assert body["status"]["jobsStatus"][0]["succeeded"] == 1
+    node = next(r for r in body["local"]["replicas"] if r["name"] == "quickstart-node-0-1")
+    assert node["restarts"] == 1 and body["local"]["state"] == "Succeeded"
+    logs = kctl("logs", "quickstart", "--local", env=env, cwd=tmp_path).stdout
+    assert "TrainJob (Kubeflow Trainer v2)" in logs and "[node-0-0]" in logs
+    assert "exited with code 137; restart 1" in logs
+    assert "resuming from checkpoints/step-" in logs
+    summary = json.loads((tmp_path / "results/quickstart/summary.json").read_text())
+    assert summary["attempts"] >= 2 and summary["success"]["step"] == 300
+    assert_each_sample_once_per_epoch(tmp_path / "results/quickstart/outputs/val/all.csv")
+
+
 FAILING = "  command: [python, -c, 'import sys; print(\"boom: bad config\"); sys.exit(3)']\n"
 
 

@@ -156,3 +156,23 @@ def test_the_installed_runtime_stands_in_for_the_image(tmp_path: Path) -> None:
     assert replica_command(container, tmp_path) == [str(tmp_path / "kctl-train-runtime")]
     with pytest.raises(PodEnvError, match="is not installed here"):
         replica_command({"command": ["no-such-program-xyz"]}, tmp_path)
+
+
+def test_a_trainjob_node_gets_only_the_torch_plugins_variables(tmp_path: Path) -> None:
+    """As processes on one machine: the master's name maps to loopback, the free port
+    replaces 29500, and nothing of the training-operator's appears."""
+    job = workload_of(manifest("  operator: trainjob\n  nodes: 3\n", "tj"))
+    (node,) = [r for r in replicas_of(job) if r.index == 2]
+    assert node.name == "tj-node-0-2"
+    env = replica_env(job, node, port=PORT, base={"RANK": "7"}, tmpdir=tmp_path)
+    assert {k: v for k, v in env.items() if k in OPERATOR_VARS | {"JOB_COMPLETION_INDEX"}} == {
+        "PET_NNODES": "3",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": "2",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": str(PORT),
+        "JOB_COMPLETION_INDEX": "2",
+    }
+    address = loopback_for(job)
+    assert address("tj-node-0-0.tj") == address("tj-node-0-1") == "127.0.0.1"
+    assert address("tj-node-0-3") == "tj-node-0-3"  # not a pod of this job

@@ -125,3 +125,11 @@ def test_a_pod_description_survives_its_json() -> None:
 def test_process_mode_on_request() -> None:
     mode = choose(PROCESS, "http://127.0.0.1:9000")
     assert not mode.sandboxed and "KCTL_TRAIN_LOCAL_PODS=process" in mode.describe()
+
+
+def test_hosts_name_a_trainjob_pod_as_its_hostname_and_under_the_jobset_service(
+    tmp_path: Path,
+) -> None:
+    job = workload_of(manifest(tmp_path, "  operator: trainjob\n"))
+    text = hosts_file({"pods-node-0-1": "10.213.1.3"}, job.dns_names)
+    assert "10.213.1.3\tpods-node-0-1 pods-node-0-1.pods" in text

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from operator_client.kubeflow import lifecycle as lc
+from operator_client.kubeflow.kinds import PYTORCHJOB, TRAINJOB
 from operator_client.kubeflow.training_runtime import runtime
 from operator_client.kubeflow.webhook import admission_errors
+from operator_client.kubeflow.workload import WorkloadError, torch_nproc, workload_of
 from operator_client.render import render, to_yaml
 from operator_client.render.trainjob import RUNTIME_FILE
 from operator_client.spec import SpecError, load_job, load_job_text
@@ -161,14 +164,85 @@ def test_the_operator_is_not_part_of_what_the_pods_run() -> None:
     assert "operator" not in spec_env["value"]
 
 
-def test_the_local_backend_says_it_does_not_run_trainjobs_yet(tmp_path: Path) -> None:
-    from operator_client import Client
-    from operator_client.backends.local import LocalBackend
-    from operator_client.errors import BadInput
+def test_a_trainjobs_pods_are_the_runtime_patched_by_the_trainjob() -> None:
+    """What the local backend runs for a TrainJob: the runtime's node pod, the TrainJob's
+    runtimePatches and trainer applied, as Trainer v2.3 and JobSet build it."""
+    manifest = as_trainjob(ROOT / "examples" / "gke-h100-4x8.yaml")
+    assert isinstance(manifest, dict)
+    workload = workload_of(manifest)
+    name = manifest["metadata"]["name"]
+    assert [p for p, _, _ in workload.pods()] == [f"{name}-node-0-{i}" for i in range(4)]
+    assert workload.dns_names(f"{name}-node-0-2") == (
+        f"{name}-node-0-2",
+        f"{name}-node-0-2.{name}",
+    )
+    pod = workload.pod_spec("node")
+    patch = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    patched = patch["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "OnFailure" and pod["subdomain"] == name  # runtime, JobSet
+    assert pod["enableServiceLinks"] is False  # the runtime's, not patchable
+    for field in ("nodeSelector", "tolerations", "terminationGracePeriodSeconds", "volumes"):
+        assert pod[field] == patched[field], field  # the patch's
+    container = workload.container("node")
+    trainer = manifest["spec"]["trainer"]
+    assert container["image"] == trainer["image"] and container["command"] == trainer["command"]
+    assert container["resources"] == trainer["resourcesPerNode"]
+    assert container["env"] == trainer["env"]
+    assert container["imagePullPolicy"] == "IfNotPresent"  # the runtime's
+    assert container["securityContext"] == patched["containers"][0]["securityContext"]
+    env = workload.operator_env("node", 3)
+    assert env == {
+        "JOB_COMPLETION_INDEX": "3",
+        "PET_NNODES": "4",
+        "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
+        "PET_NODE_RANK": "3",
+        "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
+        "PET_MASTER_PORT": "29500",
+    }
+    assert lc.Policy.of(workload).backoff_limit == 6
 
-    client = Client(LocalBackend(tmp_path))
-    (finding,) = client.preflight(ROOT / "examples" / "quickstart.yaml", operator="trainjob")
+
+@pytest.mark.parametrize(
+    ("trainer", "resources", "expected"),
+    [
+        ({"numProcPerNode": 3}, {"requests": {"nvidia.com/gpu": "8"}}, "3"),
+        ({}, {"requests": {"nvidia.com/gpu": "8"}}, "auto"),
+        ({}, {"limits": {"amd.com/gpu": "1"}, "requests": {"cpu": "4"}}, "auto"),
+        ({}, {"requests": {"nvidia.com/gpu": "0", "cpu": "2"}}, "2"),
+        ({}, {"requests": {"cpu": "2500m"}}, "3"),  # rounded up
+        ({}, {"limits": {"cpu": "0.5"}}, "1"),
+        ({}, {"requests": {"cpu": "4", "habana.ai/gaudi": "8"}}, "4"),  # not named *gpu*
+        ({}, {}, "1"),
+    ],
+)
+def test_processes_per_node_as_the_torch_plugin_computes_them(
+    trainer: dict[str, Any], resources: dict[str, Any], expected: str
+) -> None:
+    assert torch_nproc(trainer, {"resources": resources}) == expected
+
+
+def test_a_trainjob_of_a_runtime_this_backend_lacks_is_refused() -> None:
+    manifest = as_trainjob(ROOT / "examples" / "quickstart.yaml")
+    assert isinstance(manifest, dict)
+    manifest["spec"]["runtimeRef"]["name"] = "torch-distributed"
+    with pytest.raises(WorkloadError, match="torch-distributed is not here"):
+        workload_of(manifest)
+    from operator_client.backends.local import LocalBackend
+
+    (finding,) = LocalBackend(Path("/nonexistent")).check(manifest)
     assert finding.level == "error" and finding.bad_input
-    assert "does not run a TrainJob yet" in finding.message
-    with pytest.raises(BadInput, match="renders TrainJobs but does not run or follow them"):
-        client.apply(ROOT / "examples" / "quickstart.yaml", operator="trainjob")
+    assert "ClusterTrainingRuntime/kctl-train" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("job", "pod", "tag"),
+    [
+        ("demo", "demo-node-0-1", "node-0-1"),  # local: the hostname
+        ("demo", "demo-node-0-12-x7k2p", "node-0-12"),  # a cluster's JobSet pod
+        ("node", "node-node-0-0-abcde", "node-0-0"),
+    ],
+)
+def test_a_trainjob_pods_tag_is_its_hostname_within_the_job(job: str, pod: str, tag: str) -> None:
+    assert TRAINJOB.tag(job, pod) == tag
+    assert PYTORCHJOB.tag("demo", "demo-worker-3") == "worker-3"
+    assert TRAINJOB.order(job, pod) < TRAINJOB.order(job, f"{job}-node-0-99")
