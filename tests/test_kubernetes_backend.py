@@ -21,6 +21,7 @@ from .fake_apiserver import FakeApiServer
 from .test_collect import make_run
 
 LABEL = "training.kubeflow.org/job-name"
+REPLICATED = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
 @pytest.fixture
@@ -473,3 +474,52 @@ def test_doctor_of_a_trainjob_on_a_ready_cluster(
     ), err
     code, _, err = run(capsys, "doctor", example)
     assert "also runs Kubeflow Trainer v2 (TrainJob): --operator trainjob renders for it" in err
+
+
+def test_a_trainjob_is_applied_followed_and_deleted_as_a_trainjob(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its own API path, the TrainJob's conditions and jobsStatus, its JobSet's pods, and
+    a delete of the TrainJob itself (never only its JobSet: Trainer would rerun it)."""
+    api.state.other_crds.update(TRAINER_CRDS)
+    api.state.runtimes.add("kctl-train")
+    path = write(tmp_path, extra="  operator: trainjob\n")
+    assert run(capsys, "apply", str(path))[:2] == (
+        0,
+        "trainjob.trainer.kubeflow.org/train created (server-side)\n",
+    )
+    (request,) = patches(api)
+    assert request.path == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/train"
+    assert request.body["kind"] == "TrainJob"
+    jobset = {"jobset.sigs.k8s.io/jobset-name": "train"}
+    api.state.pods = [
+        # A pod of another replicated Job of the JobSet is not a trainer pod.
+        {**pod("train-node-0-0-ab12c"), "metadata": {"name": "train-node-0-0-ab12c",
+         "namespace": "default", "labels": {**jobset, REPLICATED: "node"}}},
+        {**pod("train-init-0-0-zz9yy"), "metadata": {"name": "train-init-0-0-zz9yy",
+         "namespace": "default", "labels": {**jobset, REPLICATED: "dataset-initializer"}}},
+    ]  # fmt: skip
+    api.set_conditions("default", "train", "Created", "Running")
+    code, out, _ = run(capsys, "status", "train")
+    assert code == 0 and out.startswith("trainjob/train  Running")
+    assert "node-0-0" in out and "init" not in out
+    api.set_conditions("default", "train", "Succeeded")
+    code, out, _ = run(capsys, "status", "train")
+    assert "Succeeded" in out and "Complete: jobset completed successfully" in out
+    assert run(capsys, "delete", "train")[:2] == (
+        0,
+        "trainjob.trainer.kubeflow.org/train deleted (kubernetes)\n",
+    )
+    (deleted,) = [r for r in api.state.requests if r.method == "DELETE"]
+    assert deleted.path == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/train"
+    assert api.state.jobs == {}
+
+
+def test_a_cluster_without_trainer_lists_its_pytorchjobs(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "apply", str(write(tmp_path)))[0] == 0
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "train" in out  # the TrainJob list's 404 means none
+    code, _, err = run(capsys, "status", "other")
+    assert code == 1 and "other" in err

@@ -145,6 +145,29 @@ def test_unreachable_s3_falls_back_to_the_local_store(tmp_path: Path, env: dict[
     assert (tmp_path / "home/store").as_uri() in out.stdout  # the manifest that would run
 
 
+def apply_and_kill_after_the_first_checkpoint(
+    args: list[str], name: str, pod: str, env: dict[str, str], cwd: Path
+) -> tuple[dict[str, Any], str, str]:
+    """`kctl-train apply ARGS --local --wait`; once the first checkpoint is committed,
+    SIGKILL the pod's whole container (agent and workers). The job's status at the kill,
+    and the apply's stdout and stderr once it has succeeded."""
+    apply = subprocess.Popen(
+        [KCTL, "apply", *args, "--local", "--wait"],
+        env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    store = open_store((cwd / f"home/store/default/{name}").as_uri() + "/")
+    deadline = time.monotonic() + 150
+    while not checkpoints.committed(store):
+        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
+        time.sleep(0.2)
+    body = status_of(name, env, cwd)
+    victim = next(r for r in body["local"]["replicas"] if r["name"] == pod)
+    os.killpg(victim["pid"], signal.SIGKILL)
+    stdout, stderr = apply.communicate(timeout=240)
+    assert apply.returncode == 0, stdout + stderr
+    return body, stdout, stderr
+
+
 @pytest.mark.parametrize(
     ("replica", "kind"),
     [
@@ -158,24 +181,9 @@ def test_a_killed_replica_restarts_and_the_job_resumes(
     tmp_path: Path, env: dict[str, str], replica: str, kind: str
 ) -> None:
     path = lightning_job(tmp_path, "killed")
-    apply = subprocess.Popen(
-        [KCTL, "apply", str(path), "--local", "--wait"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    _, _, stderr = apply_and_kill_after_the_first_checkpoint(
+        [str(path)], "killed", f"killed-{replica}", env, tmp_path
     )
-    store = open_store((tmp_path / "home/store/default/killed").as_uri() + "/")
-    deadline = time.monotonic() + 150
-    while not checkpoints.committed(store):
-        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
-        time.sleep(0.2)
-    body = status_of("killed", env, tmp_path)
-    victim = next(r for r in body["local"]["replicas"] if r["name"] == f"killed-{replica}")
-    os.killpg(victim["pid"], signal.SIGKILL)  # the whole container: agent and workers
-    stdout, stderr = apply.communicate(timeout=240)
-    assert apply.returncode == 0, stdout + stderr
     assert (
         "Restarting: PyTorchJob killed is restarting because 1 Worker replica(s) failed" in stderr
     )
@@ -200,22 +208,11 @@ def test_the_quickstart_as_a_trainjob_resumes_after_a_kill_and_collects_every_ro
     """Kubeflow Trainer v2's shape end to end: pods <job>-node-0-<i> with only the torch
     plugin's PET_* variables, a node killed after the first checkpoint restarts in place
     (OnFailure), the fit resumes from the checkpoint, Complete when every node exits 0."""
-    apply = subprocess.Popen(
-        [KCTL, "apply", str(ROOT / "examples/quickstart.yaml"), "--local", "--wait",
-         "--operator", "trainjob"],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    store = open_store((tmp_path / "home/store/default/quickstart").as_uri() + "/")
-    deadline = time.monotonic() + 150
-    while not checkpoints.committed(store):
-        assert time.monotonic() < deadline and apply.poll() is None, apply.communicate()
-        time.sleep(0.2)
-    body = status_of("quickstart", env, tmp_path)
+    args = [str(ROOT / "examples/quickstart.yaml"), "--operator", "trainjob"]
+    body, stdout, stderr = apply_and_kill_after_the_first_checkpoint(
+        args, "quickstart", "quickstart-node-0-1", env, tmp_path
+    )
     assert body["kind"] == "TrainJob" and body["status"]["conditions"] == []
-    victim = next(r for r in body["local"]["replicas"] if r["name"] == "quickstart-node-0-1")
-    os.killpg(victim["pid"], signal.SIGKILL)  # the whole container: agent and workers
-    stdout, stderr = apply.communicate(timeout=240)
-    assert apply.returncode == 0, stdout + stderr
     assert "trainjob.trainer.kubeflow.org/quickstart created" in stdout
     assert "Complete: jobset completed successfully" in stderr
     body = status_of("quickstart", env, tmp_path)

@@ -1,4 +1,5 @@
-"""The backend contract: what runs a rendered PyTorchJob somewhere, in one interface.
+"""The backend contract: what runs a rendered PyTorchJob or TrainJob somewhere, in one
+interface.
 
 Every backend (local processes, a Kubernetes cluster) implements `Backend`; the client,
 the CLI and the TorchX scheduler use nothing else. The shapes it returns (`JobView`,
@@ -208,7 +209,8 @@ class Fault:
 
 
 class Backend(abc.ABC):
-    """Runs rendered PyTorchJobs. Jobs are named by (namespace, name).
+    """Runs rendered PyTorchJobs and TrainJobs. Jobs are named by (namespace, name): one
+    name is one job, of either kind.
 
     `name` is what the user picks the backend by (`Client(backend=...)`); `flag` is the
     CLI option that selects it, for the hints printed after a command.
@@ -312,7 +314,7 @@ class Backend(abc.ABC):
 
     def missing(self, namespace: str, name: str) -> str:
         """The message for a job that is not there (JobNotFound)."""
-        return f"pytorchjob/{name} not found in namespace {namespace}"
+        return f"no PyTorchJob or TrainJob {name} in namespace {namespace}"
 
     def store_of(
         self, view: JobView, *, endpoint: str | None = None, concurrency: int = 16

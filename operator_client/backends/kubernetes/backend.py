@@ -166,10 +166,7 @@ class KubernetesBackend(Backend):
         """A thread follows the job's watch (which wakes only when the job changes); this
         generator lists the pods every PODS_EVERY seconds beside it, for stuck-pod
         reasons, the pods' Warning events and the newest progress line."""
-        first = self.api.find(namespace, name)
-        if first is None:
-            raise JobNotFound(self.missing(namespace, name))
-        kind = kind_of(first)
+        kind = self._kind(namespace, name)
         updates: queue.Queue[Any] = queue.Queue()
         done = threading.Event()
 
@@ -221,6 +218,13 @@ class KubernetesBackend(Backend):
         finally:
             done.set()
 
+    def _kind(self, namespace: str, name: str) -> Kind:
+        """Which kind the job of that name is (JobNotFound when there is none)."""
+        obj = self.api.find(namespace, name)
+        if obj is None:
+            raise JobNotFound(self.missing(namespace, name))
+        return kind_of(obj)
+
     def _pods_or(self, pods: Pods, kind: Kind, namespace: str, name: str) -> Pods:
         try:
             return self.api.pods(kind, namespace, name)
@@ -265,22 +269,18 @@ class KubernetesBackend(Backend):
     ) -> Iterator[LogLine]:
         """Waits up to 5 minutes for Pending pods; one thread per pod streams its log
         (and the next container's, after a restart) into one queue."""
-        obj = self.api.find(namespace, name)
-        if obj is None:
-            raise JobNotFound(self.missing(namespace, name))
-        kind = kind_of(obj)
+        kind = self._kind(namespace, name)
         chosen = self._running_pods(kind, namespace, name, replica)
+
+        def read(r: Replica) -> Iterator[str]:
+            return self.api.log_lines(
+                namespace, r.name, container=kind.container, follow=follow, previous=previous,
+                tail=tail,
+            )  # fmt: skip
+
         if len(chosen) == 1 and not follow:
             (only,) = chosen
-            for text in self.api.log_lines(
-                namespace,
-                only.name,
-                container=kind.container,
-                follow=False,
-                previous=previous,
-                tail=tail,
-            ):
-                yield LogLine(only.tag, text)
+            yield from (LogLine(only.tag, text) for text in read(only))
             return
         lines: queue.Queue[LogLine | Exception | None] = queue.Queue()
 
@@ -288,14 +288,7 @@ class KubernetesBackend(Backend):
             try:
                 seen = r.restarts
                 while True:
-                    for text in self.api.log_lines(
-                        namespace,
-                        r.name,
-                        container=kind.container,
-                        follow=follow,
-                        previous=previous,
-                        tail=tail,
-                    ):
+                    for text in read(r):
                         lines.put(LogLine(r.tag, text))
                     if not follow or previous:
                         return
