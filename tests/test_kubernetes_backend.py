@@ -367,7 +367,7 @@ def test_status_list_and_delete(
     assert code == 0 and "pytorchjob/train  Running" in out
     assert "cannot pull image img:1" in out
     code, out, _ = run(capsys, "list")
-    assert "train" in out and "Running" in out and out.splitlines()[1].split()[4] == "2"
+    assert out.splitlines()[1].split()[1:6] == ["train", "PyTorchJob", "Running", "2", "2"]
     code, out, _ = run(capsys, "delete", "train", "--wait")
     assert code == 0 and "deleted" in out
     (request,) = [r for r in api.state.requests if r.method == "DELETE"]

@@ -314,7 +314,7 @@ class Backend(abc.ABC):
 
     def missing(self, namespace: str, name: str) -> str:
         """The message for a job that is not there (JobNotFound)."""
-        return f"no PyTorchJob or TrainJob {name} in namespace {namespace}"
+        return f"job {name} not found in namespace {namespace} (no PyTorchJob or TrainJob)"
 
     def store_of(
         self, view: JobView, *, endpoint: str | None = None, concurrency: int = 16

@@ -33,11 +33,11 @@ def age(since: float | None, until: float | None = None) -> str:
 
 
 def job_table(views: list[JobView]) -> None:
-    print(f"{'NAMESPACE':<12}{'NAME':<28}{'STATE':<12}{'NODES':<7}{'RESTARTS':<10}AGE")
+    print(f"{'NAMESPACE':<12}{'NAME':<28}{'KIND':<12}{'STATE':<12}{'NODES':<7}{'RESTARTS':<10}AGE")
     for v in views:
         print(
-            f"{v.namespace:<12}{v.name:<28}{v.state:<12}{v.nodes:<7}{v.restarts:<10}"
-            f"{age(v.created)}"
+            f"{v.namespace:<12}{v.name:<28}{v.kind:<12}{v.state:<12}{v.nodes:<7}"
+            f"{v.restarts:<10}{age(v.created)}"
         )
 
 
