@@ -506,6 +506,7 @@ def test_a_trainjob_is_applied_followed_and_deleted_as_a_trainjob(
     api.set_conditions("default", "train", "Succeeded")
     code, out, _ = run(capsys, "status", "train")
     assert "Succeeded" in out and "Complete: jobset completed successfully" in out
+    assert out.split()[2] != "-"  # its age: from its creation to its final condition
     assert run(capsys, "delete", "train")[:2] == (
         0,
         "trainjob.trainer.kubeflow.org/train deleted (kubernetes)\n",

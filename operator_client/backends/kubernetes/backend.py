@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...contract import Progress
 from ...errors import ClusterError, JobNotFound
 from ...kubeflow import lifecycle as lc
-from ...kubeflow.kinds import KINDS, Kind, kind_of
+from ...kubeflow.kinds import KINDS, TRAINJOB, Kind, kind_of
 from ..base import (
     Backend,
     Event,
@@ -133,6 +133,12 @@ class KubernetesBackend(Backend):
         conditions = conditions_of(obj)
         state = lc.state_of(obj)
         status = obj.get("status", {})
+        # A TrainJob's status has no times: its age counts from its creation, to its
+        # final condition.
+        times: tuple[str | None, str | None] = (None, None)
+        if kind is TRAINJOB:
+            final = conditions[-1].time if state in lc.FINISHED and conditions else None
+            times = (meta.get("creationTimestamp"), final)
         if conditions and conditions[-1].holds:
             message = conditions[-1].message
         elif state == lc.RUNNING:
@@ -152,8 +158,8 @@ class KubernetesBackend(Backend):
             ),
             nodes=replica_count(obj),
             created=_epoch(meta.get("creationTimestamp")),
-            started=_epoch(status.get("startTime")),
-            completed=_epoch(status.get("completionTime")),
+            started=_epoch(status.get("startTime", times[0])),
+            completed=_epoch(status.get("completionTime", times[1])),
             storage=StorageLocation.of(obj),
             ended=state in lc.FINISHED,
             raw=obj if raw is None else raw,
