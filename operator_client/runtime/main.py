@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # In-place restarts are unreliable when workers share the rendezvous store
     # (docs/RUNTIME_NOTES.md).
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    # The workers' lines reach the log as they are printed (progress, failures): the
+    # training-operator sets this, Trainer v2 does not (the image's ENV does; a local
+    # run from this machine's Python has no image).
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))
 
