@@ -14,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operator_client import __version__
+from operator_client.kubeflow.training_runtime import runtime
 from operator_client.render import render
 from operator_client.render.helm import default_values, values_schema
+from operator_client.render.trainjob import RUNTIME_FILE
 from operator_client.spec import SpecError, load_job_text
 
 from .conftest import EXAMPLES, ROOT
@@ -169,6 +171,21 @@ def test_generated_files_are_current() -> None:
     assert values == default_values(), (
         "run: python -m operator_client.render.helm charts/kctl-train"
     )
+    shipped = yaml.safe_load((CHART / "files" / RUNTIME_FILE).read_text())
+    assert shipped == runtime(), "run: python -m operator_client.render.helm charts/kctl-train"
+
+
+def test_the_chart_installs_the_trainjob_runtime_on_request(chart: Any) -> None:
+    values = yaml.safe_load((CHART / "ci/quickstart-values.yaml").read_text())
+    out = chart.render(values=values, name="release", namespace="ml")
+    assert not (out.get(RUNTIME_TEMPLATE) or "").strip()
+    values["trainingRuntime"] = {"install": True}
+    out = chart.render(values=values, name="release", namespace="ml")
+    installed = yaml.safe_load(out[RUNTIME_TEMPLATE])
+    assert installed == runtime() and crd_errors(installed) == []
+
+
+RUNTIME_TEMPLATE = "kctl-train/templates/clustertrainingruntime.yaml"
 
 
 def test_chart_metadata_follows_the_package() -> None:

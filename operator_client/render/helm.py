@@ -1,6 +1,7 @@
-"""The Helm chart's generated files (charts/kctl-train/values.schema.json and values.yaml),
-from the same model as job.yaml: `python -m operator_client.render.helm charts/kctl-train`
-writes them; a test fails when the committed ones are stale."""
+"""The Helm chart's generated files (charts/kctl-train/values.schema.json and values.yaml,
+from the same model as job.yaml; files/cluster-training-runtime.yaml, kctl-train's
+ClusterTrainingRuntime for `trainingRuntime.install`): `python -m operator_client.render.helm
+charts/kctl-train` writes them; a test fails when the committed ones are stale."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..spec.model import TrainingJob
 from ..spec.schema import job_schema
 from ..version import __version__
 from .output import to_yaml
+from .trainjob import write_runtime
 
 # The trainer image of this release: the chart's default, like appVersion.
 DEFAULT_IMAGE = f"ghcr.io/kctl-train/trainer:{__version__}"
@@ -47,6 +49,18 @@ def values_schema() -> dict[str, Any]:
                     "create": {"type": "boolean"},
                     "name": {"type": "string", "pattern": DNS_1035_OR_EMPTY},
                     "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+            "trainingRuntime": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "install": {
+                        "type": "boolean",
+                        "description": "Install kctl-train's ClusterTrainingRuntime, which "
+                        "spec.operator: trainjob renders against (cluster-wide: in one release "
+                        "only).",
+                    }
                 },
             },
         },
@@ -90,6 +104,7 @@ def default_values() -> dict[str, Any]:
         "annotations": {},
         "spec": spec,
         "serviceAccount": {"create": False, "name": "", "annotations": {}},
+        "trainingRuntime": {"install": False},
     }
 
 
@@ -99,14 +114,17 @@ VALUES_HEADER = """\
 # spec.train or spec.command. Every default is written out because Helm, unlike kctl-train,
 # does not apply a schema's defaults. Leave name/namespace empty for the release's.
 # serviceAccount.create makes a ServiceAccount (annotate it for IRSA / workload identity)
-# and runs the pods with it.
+# and runs the pods with it. trainingRuntime.install installs kctl-train's
+# ClusterTrainingRuntime (a TrainJob's pods come from it): cluster-wide, so in one release.
 """
 
 
 def write(chart: Path) -> None:
-    """Regenerate the chart's values.schema.json and values.yaml."""
+    """Regenerate the chart's values.schema.json, values.yaml and runtime file."""
     (chart / "values.schema.json").write_text(json.dumps(values_schema(), indent=2) + "\n")
     (chart / "values.yaml").write_text(VALUES_HEADER + to_yaml(default_values()))
+    (chart / "files").mkdir(exist_ok=True)
+    write_runtime(chart / "files")
 
 
 if __name__ == "__main__":
