@@ -193,7 +193,9 @@ def test_watch_follows_the_job_to_success(harness: Harness) -> None:
 
 def test_a_failure_reports_the_reason_and_the_last_log_lines(harness: Harness) -> None:
     handle = harness.client.apply(harness.job("conf", "fail"))
-    view = handle.wait(timeout=60)
+    # A TrainJob's nodes fail 3 times each before the Job's backoffLimit (6); every round
+    # starts two torchrun agents, which a loaded 2-core machine makes slow.
+    view = handle.wait(timeout=180)
     assert view.ended and not view.succeeded and view.state == "Failed"
     report = handle.failure()
     assert report is not None and not report.stopped and report.message
