@@ -12,6 +12,7 @@ from operator_client.backends.local.local_env import (
     replica_command,
     replica_env,
 )
+from operator_client.backends.local.supervisor import RESTART_BACKOFF_ENV, restart_delays
 from operator_client.kubeflow.lifecycle import Replica, replicas_of
 from operator_client.kubeflow.pod_env import PodEnvError
 from operator_client.kubeflow.workload import workload_of
@@ -176,3 +177,16 @@ def test_a_trainjob_node_gets_only_the_torch_plugins_variables(tmp_path: Path) -
     address = loopback_for(job)
     assert address("tj-node-0-0.tj") == address("tj-node-0-1") == "127.0.0.1"
     assert address("tj-node-0-3") == "tj-node-0-3"  # not a pod of this job
+
+
+@pytest.mark.parametrize(
+    ("text", "delays"),
+    [(None, (1.0, 30.0)), ("0.1,0.2", (0.1, 0.2)), ("2", (2.0, 2.0)), ("5,1", None), ("x", None)],
+)
+def test_the_restart_backoff_setting(text: str | None, delays: tuple[float, float] | None) -> None:
+    env = {} if text is None else {RESTART_BACKOFF_ENV: text}
+    if delays is None:
+        with pytest.raises(ValueError, match="use FIRST,MAX seconds"):
+            restart_delays(env)
+    else:
+        assert restart_delays(env) == delays

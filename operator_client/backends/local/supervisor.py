@@ -42,9 +42,14 @@ def restart_delays(env: Mapping[str, str]) -> tuple[float, float]:
     if not text:
         return RESTART_DELAY
     first, _, longest = text.partition(",")
-    delays = float(first), float(longest or first)
-    if not 0 <= delays[0] <= delays[1]:
-        raise ValueError(f"{RESTART_BACKOFF_ENV}={text!r}: use FIRST,MAX seconds, FIRST <= MAX")
+    try:
+        delays = float(first), float(longest or first)
+    except ValueError:
+        delays = (1.0, 0.0)  # refused below
+    if not 0 <= delays[0] <= delays[1] < float("inf"):
+        raise ValueError(
+            f"{RESTART_BACKOFF_ENV}={text!r}: use FIRST,MAX seconds with FIRST <= MAX (e.g. 0.5,10)"
+        )
     return delays
 
 
