@@ -287,7 +287,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _served(self, plural: str) -> bool:
         """Whether the API serves this kind (its CRD is installed); answers 404 if not."""
-        if plural == "trainjobs" and TRAINJOB_CRD not in self.state.other_crds:
+        installed = self.state.crd_installed if plural == "pytorchjobs" else None
+        if installed is None:
+            installed = TRAINJOB_CRD in self.state.other_crds
+        if not installed:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return False
         return True

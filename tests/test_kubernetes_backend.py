@@ -524,3 +524,17 @@ def test_a_cluster_without_trainer_lists_its_pytorchjobs(
     assert code == 0 and "train" in out  # the TrainJob list's 404 means none
     code, _, err = run(capsys, "status", "other")
     assert code == 1 and "other" in err
+
+
+def test_a_trainer_only_cluster_lists_its_trainjobs_and_one_without_either_says_so(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.state.crd_installed = False
+    api.state.other_crds.update(TRAINER_CRDS)
+    api.state.runtimes.add("kctl-train")
+    assert run(capsys, "apply", str(write(tmp_path, extra="  operator: trainjob\n")))[0] == 0
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and out.splitlines()[1].split()[1:3] == ["train", "TrainJob"]
+    api.state.other_crds.clear()
+    code, _, err = run(capsys, "status")
+    assert code != 0 and "neither the PyTorchJob nor the TrainJob CRD is installed" in err

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from ...errors import ClusterError
-from ...kubeflow.kinds import KINDS, PYTORCHJOB, Kind, kind_of
+from ...kubeflow.kinds import KINDS, Kind, kind_of
 
 FIELD_MANAGER = "kctl-train"
 WATCH_SECONDS = 60  # the server closes each watch after this; we then watch again
@@ -169,9 +169,10 @@ class Api:
         return obj
 
     def list_jobs(self, namespace: str | None) -> list[dict[str, Any]]:
-        """Every PyTorchJob and TrainJob of a namespace (or all); a kind whose CRD the
-        cluster lacks has none."""
+        """Every PyTorchJob and TrainJob of a namespace (or all). A kind whose CRD the
+        cluster lacks has none; ClusterError when it has neither."""
         found: list[dict[str, Any]] = []
+        missing: list[ClusterError] = []
         for kind in KINDS:
             what = f"list {kind.plural}"
             try:
@@ -193,10 +194,18 @@ class Api:
                         kind.plural,
                     )
             except ClusterError as exc:
-                if exc.code == 404 and kind is not PYTORCHJOB:
-                    continue
-                raise
+                if exc.code != 404:
+                    raise
+                missing.append(exc)
+                continue
             found += [{"kind": kind.kind, **item} for item in body.get("items", [])]
+        if len(missing) == len(KINDS):
+            raise ClusterError(
+                "; ".join(str(e) for e in missing)
+                + " (neither the PyTorchJob nor the TrainJob CRD is installed: kctl-train "
+                "doctor says more)",
+                404,
+            )
         return found
 
     def delete(self, kind: Kind, namespace: str, name: str) -> None:
