@@ -56,3 +56,19 @@ def test_a_planted_violation_breaks_the_check(
     assert out.returncode != 0, out.stdout
     broken = [line for line in out.stdout.splitlines() if line.endswith("BROKEN")]
     assert len(broken) == 1 and broken[0].startswith(contract), out.stdout
+
+
+def test_commands_that_only_look_at_jobs_never_import_pydantic() -> None:
+    """status, list, logs and delete read jobs of either kind without the spec model
+    (pydantic costs ~0.3 s of start-up: spec/__init__.py)."""
+    code = (
+        "import sys, operator_client.cli.view_commands, operator_client.backends.local, "
+        "operator_client.backends.kubernetes.backend; "
+        "print(sorted(m for m in sys.modules "
+        "if m.startswith(('pydantic', 'operator_client.spec.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['operator_client.spec.issues']"

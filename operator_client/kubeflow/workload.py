@@ -11,12 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..spec.units import parse_quantity
 from . import pytorchjob as pj
 from . import trainjob as tj
 from .operator_env import operator_env
 from .strategic_merge import merge
-from .training_runtime import runtime
 
 # Trainer's torch plugin: the rendezvous port of every v2 release.
 TRAINJOB_MASTER_PORT = 29500
@@ -138,6 +136,10 @@ def torch_nproc(trainer: Mapping[str, Any], container: Mapping[str, Any]) -> str
     one process per CPU, rounded up, at least 1."""
     if trainer.get("numProcPerNode") is not None:
         return str(int(trainer["numProcPerNode"]))
+    # Imported here, like the runtime below: pydantic's core is a cost that commands which
+    # only look at jobs (status, logs) never pay (spec/__init__.py).
+    from ..spec.units import parse_quantity
+
     resources = container.get("resources") or {}
     for kind in ("requests", "limits"):
         gpus = [v for k, v in (resources.get(kind) or {}).items() if "gpu" in k]
@@ -149,18 +151,19 @@ def torch_nproc(trainer: Mapping[str, Any], container: Mapping[str, Any]) -> str
     return str(max(1, math.ceil(parse_quantity(str(cpu))))) if cpu else "1"
 
 
-BUILT_IN_RUNTIMES = {tj.RUNTIME_NAME: runtime()}
-
-
 def workload_of(
-    manifest: Mapping[str, Any], runtimes: Mapping[str, Mapping[str, Any]] = BUILT_IN_RUNTIMES
+    manifest: Mapping[str, Any], runtimes: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Workload:
     """The pods of a rendered PyTorchJob or TrainJob; `runtimes`: the
-    ClusterTrainingRuntimes a TrainJob may name (here: kctl-train's own)."""
+    ClusterTrainingRuntimes a TrainJob may name (default: kctl-train's own, built in)."""
     kind = manifest.get("kind")
     if kind == pj.KIND:
         return Workload(manifest, _pytorchjob_groups(manifest))
     if kind == tj.KIND:
+        if runtimes is None:
+            from .training_runtime import runtime
+
+            runtimes = {tj.RUNTIME_NAME: runtime()}
         return Workload(manifest, (_trainjob_group(manifest, runtimes),))
     raise WorkloadError(f"kind {kind!r}: a job is a {pj.KIND} or a {tj.KIND}")
 
