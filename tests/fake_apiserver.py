@@ -287,9 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _served(self, plural: str) -> bool:
         """Whether the API serves this kind (its CRD is installed); answers 404 if not."""
-        installed = self.state.crd_installed if plural == "pytorchjobs" else None
-        if installed is None:
-            installed = TRAINJOB_CRD in self.state.other_crds
+        s = self.state
+        installed = s.crd_installed if plural == "pytorchjobs" else TRAINJOB_CRD in s.other_crds
         if not installed:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return False

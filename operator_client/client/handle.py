@@ -67,9 +67,9 @@ class JobHandle:
                 if isinstance(event, JobChanged):
                     final = event.view
                 if timeout is not None and time.monotonic() - started > timeout:
+                    kind = kind_of(final.kind if final else self.manifest or {})
                     raise WaitTimeout(
-                        f"{kind_of(self.manifest or {}).short}/{self.name} still runs after "
-                        f"{timeout:g}s; it goes on"
+                        f"{kind.short}/{self.name} still runs after {timeout:g}s; it goes on"
                     )
         finally:
             events.close()

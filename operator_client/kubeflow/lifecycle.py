@@ -62,17 +62,17 @@ class Policy:
             for g in workload.groups
         ]
         if workload.trainjob:
-            # One Job: its backoffLimit; its remaining pods end when it fails.
-            run = {"activeDeadlineSeconds": spec.get("activeDeadlineSeconds")}
-            run["cleanPodPolicy"] = "Running"
+            # Its own deadline; its one Job's remaining pods end when the Job fails.
+            deadline, clean = spec.get("activeDeadlineSeconds"), "Running"
         else:
             run = spec.get("runPolicy", {})
+            deadline, clean = run.get("activeDeadlineSeconds"), run.get("cleanPodPolicy", "None")
         return cls(
             job=workload.name,
             restart={g.type: g.restart_policy for g in workload.groups},
             backoff_limit=workload.groups[0].backoff_limit,
-            active_deadline=run.get("activeDeadlineSeconds"),
-            clean_pods=run.get("cleanPodPolicy", "None"),
+            active_deadline=deadline,
+            clean_pods=clean,
             elastic=spec.get("elasticPolicy") is not None,
             has_master=any(g.type == pj.MASTER for g in workload.groups),
             grace_seconds=max(grace, default=30),
@@ -156,7 +156,7 @@ def words(
     why = f"({exited.name} exited with code {code})" if exited else ""
     if policy.kind == tj.KIND:
         failed_job = "jobset failed due to one or more job failures: "
-        failed_job += f"Job {job}-{tj.REPLICATED_JOB}-0"
+        failed_job += f"Job {tj.node_job(job)}"
         return {
             "created": ("Created", f"TrainJob {job} is created."),
             "running": ("Running", f"TrainJob {job} is running."),

@@ -27,8 +27,3 @@ MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 def pod_name(job_name: str, replica_type: str, index: int) -> str:
     """Name of a replica's pod and headless Service, e.g. ``demo-worker-3``."""
     return f"{job_name}-{replica_type.lower()}-{index}"
-
-
-def replica_tag(job_name: str, pod: str) -> str:
-    """A replica's name within its job: `quickstart-worker-1` -> `worker-1`."""
-    return pod.removeprefix(f"{job_name}-")

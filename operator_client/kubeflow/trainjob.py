@@ -17,3 +17,14 @@ CONTAINER_NAME = "node"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 # runtimePatches entries are keyed by a domain-prefixed manager; this one is ours.
 PATCH_MANAGER = "kctl-train.io/render"
+
+
+def node_job(trainjob: str) -> str:
+    """The trainer's Job: JobSet names it `<jobset>-<replicatedJob>-<index>`."""
+    return f"{trainjob}-{REPLICATED_JOB}-0"
+
+
+def node_hostname(trainjob: str, index: int) -> str:
+    """A node pod's hostname (its Indexed Job's `<job>-<completion index>`); the pod's
+    name adds 5 random characters."""
+    return f"{node_job(trainjob)}-{index}"

@@ -83,7 +83,7 @@ class Workload:
 
     def pod_name(self, replica_type: str, index: int) -> str:
         if self.trainjob:
-            return f"{self.name}-{tj.REPLICATED_JOB}-0-{index}"
+            return tj.node_hostname(self.name, index)
         return pj.pod_name(self.name, replica_type, index)
 
     def dns_names(self, pod: str) -> tuple[str, ...]:
@@ -117,7 +117,7 @@ class Workload:
         trainer = self.manifest["spec"].get("trainer")
         if trainer is None:  # the torch plugin adds nothing without spec.trainer
             return {}
-        master = f"{self.name}-{tj.REPLICATED_JOB}-0-0.{self.name}"
+        master = f"{tj.node_hostname(self.name, 0)}.{self.name}"
         return {
             # The Indexed Job's completion index (Kubernetes); PET_NODE_RANK reads it
             # through the downward API.

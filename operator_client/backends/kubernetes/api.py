@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,10 +222,12 @@ class Api:
             propagation_policy="Foreground",
         )
 
-    def find(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The PyTorchJob or TrainJob of that name, or None when there is none (other
-        errors raise; a cluster without the TrainJob CRD has no TrainJobs)."""
-        for kind in KINDS:
+    def find(
+        self, namespace: str, name: str, kinds: Sequence[Kind] = KINDS
+    ) -> dict[str, Any] | None:
+        """The job of that name among `kinds` (a PyTorchJob or a TrainJob), or None when
+        there is none (other errors raise; a cluster without a kind's CRD has none)."""
+        for kind in kinds:
             try:
                 return self.get(kind, namespace, name)
             except ClusterError as exc:

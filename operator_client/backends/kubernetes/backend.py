@@ -86,7 +86,8 @@ class KubernetesBackend(Backend):
         self, manifest: Mapping[str, Any], *, dry_run: bool = False, force: bool = False
     ) -> Submitted:
         meta = manifest["metadata"]
-        before = None if dry_run else self.api.find(meta["namespace"], meta["name"])
+        kinds = (kind_of(manifest),)
+        before = None if dry_run else self.api.find(meta["namespace"], meta["name"], kinds)
         result = self.api.apply(manifest, dry_run=dry_run, force=force)
         if dry_run:
             return Submitted(None, "checked", result, dry_run=True)
@@ -344,7 +345,7 @@ class KubernetesBackend(Backend):
             current = {p["metadata"]["name"]: p for p in pods}.get(pod)
             if current is None:
                 return None
-            job = self.api.find(namespace, name)
+            job = self.api.find(namespace, name, (kind,))
             if job is None or _finished(job):
                 return None
             if restarts(current) > seen and pod_phase(current) == "Running":
@@ -358,8 +359,9 @@ class KubernetesBackend(Backend):
         obj = self.api.find(namespace, name)
         if obj is None:
             return False
-        self.api.delete(kind_of(obj), namespace, name)
-        while wait and self.api.find(namespace, name) is not None:
+        kind = kind_of(obj)
+        self.api.delete(kind, namespace, name)
+        while wait and self.api.find(namespace, name, (kind,)) is not None:
             time.sleep(1)
         return True
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ...contract import Progress
 from ...errors import BadInput, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
+from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
-from ...kubeflow.pytorchjob import replica_tag
 from ...kubeflow.workload import WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
@@ -257,7 +257,7 @@ class LocalBackend(Backend):
             runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
         body = job.status()
         local = body.get("local", {})
-        name = manifest["metadata"]["name"]
+        name, kind = manifest["metadata"]["name"], kind_of(manifest)
         conditions = conditions_of(body)
         # The supervisor's state machine says it for every kind (a TrainJob has no
         # Created or Running condition).
@@ -278,7 +278,7 @@ class LocalBackend(Backend):
             state=state,
             message=message,
             conditions=conditions,
-            replicas=tuple(_replica(name, r) for r in replicas),
+            replicas=tuple(_replica(kind, name, r) for r in replicas),
             nodes=replica_count(manifest),
             created=_mtime(job.manifest_file),
             started=local.get("started"),
@@ -287,7 +287,7 @@ class LocalBackend(Backend):
             ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
             runs_as=runs_as,
             raw={**manifest, "status": body.get("status", {}), "local": local},
-            kind=manifest["kind"],
+            kind=kind.kind,
         )
 
     # 6. watch
@@ -428,7 +428,7 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _replica(job_name: str, r: Mapping[str, Any]) -> Replica:
+def _replica(kind: Kind, job_name: str, r: Mapping[str, Any]) -> Replica:
     code = r.get("exitCode")
     problems: tuple[str, ...] = ()
     if code not in (None, 0):
@@ -437,7 +437,7 @@ def _replica(job_name: str, r: Mapping[str, Any]) -> Replica:
     pid = r.get("pid")
     return Replica(
         name=r["name"],
-        tag=replica_tag(job_name, r["name"]),
+        tag=kind.tag(job_name, r["name"]),
         phase=r["phase"],
         restarts=int(r.get("restarts", 0)),
         exit_code=code,

@@ -41,15 +41,16 @@ def restart_delays(env: Mapping[str, str]) -> tuple[float, float]:
     text = env.get(RESTART_BACKOFF_ENV)
     if not text:
         return RESTART_DELAY
+    malformed = ValueError(
+        f"{RESTART_BACKOFF_ENV}={text!r}: use FIRST,MAX seconds with FIRST <= MAX (e.g. 0.5,10)"
+    )
     first, _, longest = text.partition(",")
     try:
         delays = float(first), float(longest or first)
     except ValueError:
-        delays = (1.0, 0.0)  # refused below
+        raise malformed from None
     if not 0 <= delays[0] <= delays[1] < float("inf"):
-        raise ValueError(
-            f"{RESTART_BACKOFF_ENV}={text!r}: use FIRST,MAX seconds with FIRST <= MAX (e.g. 0.5,10)"
-        )
+        raise malformed
     return delays
 
 
