@@ -1,17 +1,30 @@
-"""`kctl-train validate` on hostile job files of up to 1 MiB: every one must be refused
-(exit 2, a message, no traceback) in under a second. Prints each file's size, exit code,
-wall time and the first line of the message, with `python3 -c pass` measured in the same
-run for scale. Asserts nothing about time; exits 1 if any file was not refused cleanly.
+"""Hostile input, each case refused cleanly: `kctl-train validate` on job files of up to
+1 MiB (exit 2, a message, no traceback, in under a second), then what an attacker would
+hand the other commands (issue 20): a FIFO or /dev/zero as the job file, credentials in
+an endpoint, a fork bomb for a local run, a system directory as a local store, stores
+holding a FIFO, a link, a 1,000-character key or manifests of the wrong shape for
+`collect`, a 100,000-character `--repo`, a key pasted into a workspace for `build`.
+Prints each case's exit code, wall time and the first line of the message, with
+`python3 -c pass` measured in the same run for scale. Asserts nothing about time; exits
+1 if any case was not refused cleanly (or blocked: a 60 s limit).
 Usage: python bench/hostile_input.py
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from moto_process import moto_bucket
+
+from operator_client.runstore import checkpoints
+from operator_client.storage import ObjectStore, open_store
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 HEAD = "apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\nmetadata: {name: h}\nspec:\n"
@@ -50,10 +63,127 @@ def files() -> dict[str, str]:
     }
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(
+    argv: list[str], cwd: Path | None = None
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        out = subprocess.CompletedProcess(argv, -1, "", "BLOCKED: no answer within 60 s")
     return time.perf_counter() - start, out
+
+
+JOB = HEAD.replace("metadata: {name: h}", "metadata: {name: hostile}")
+
+
+def _checkpointed(store: ObjectStore, scratch: Path) -> None:
+    """A run with one committed checkpoint and the plain files collect takes."""
+    model = scratch / "model.ckpt"
+    model.write_bytes(os.urandom(4096))
+    checkpoints.publish(
+        store, {checkpoints.MODEL_FILE: model}, step=10, epoch=0, attempt=1, world_size=1, keep=2
+    )
+    store.put_bytes("attempts/1.json", b'{"attempt": 1}')
+
+
+def _manifest(store: ObjectStore, change: dict[str, object]) -> None:
+    key = "checkpoints/step-000000000010/MANIFEST.json"
+    store.put_bytes(key, json.dumps({**json.loads(store.get_bytes(key)), **change}).encode())
+
+
+def _collect(tmp: Path, plant: Callable[[Path, ObjectStore], None], *flags: str) -> list[str]:
+    run = tmp / "store" / "default" / "hostile"
+    store = open_store(run.as_uri() + "/")
+    scratch = tmp / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    _checkpointed(store, scratch)
+    plant(run, store)
+    return [KCTL, "collect", "hostile", "--from", (tmp / "store").as_uri(), "--to",
+            str(tmp / "out"), *flags]  # fmt: skip
+
+
+def cases(tmp: Path, endpoint: str) -> dict[str, tuple[list[str], tuple[int, ...]]]:
+    """name -> (command, the exit codes of a clean refusal). Each builds its own input."""
+    job = tmp / "job.yaml"
+    job.write_text(JOB)
+    fifo = tmp / "fifo.yaml"
+    os.mkfifo(fifo)
+    creds = tmp / "creds.yaml"
+    creds.write_text(
+        JOB + "  storage: {uri: 's3://bucket/r', endpoint: 'http://AKIA:SECRET@h:9000'}\n"
+    )
+    bomb = tmp / "bomb.yaml"
+    bomb.write_text(JOB + "  processesPerNode: 1000000\n")
+    etc = tmp / "etc.yaml"
+    etc.write_text(JOB + "  storage: {uri: 'file:///etc'}\n")
+    climb = tmp / "climb.yaml"
+    climb.write_text(JOB + "  storage: {uri: 'file:///tmp/../../etc/../root'}\n")
+    clean, work = tmp / "clean", tmp / "workspace"
+    for directory in (clean, work):
+        directory.mkdir()
+        (directory / "train.py").write_text("import torch\n")
+    (work / "config.py").write_text("KEY = 'AKIAIOSFODNN7EXAMPLE'\n")
+    (work / "service-account.json").write_text("{}")
+    s3 = open_store("s3://hostile/runs/default/hostile/", endpoint=endpoint)
+    _checkpointed(s3, tmp)
+    s3.put_bytes("monitor/" + "x" * 1000 + ".csv", b"1")
+
+    def fifo_manifest(run: Path, store: ObjectStore) -> None:
+        (run / "checkpoints" / "step-000000000020").mkdir(parents=True)
+        os.mkfifo(run / "checkpoints" / "step-000000000020" / "MANIFEST.json")
+
+    def linked_run_json(run: Path, store: ObjectStore) -> None:
+        (run / "run.json").symlink_to("/etc/passwd")
+
+    return {
+        "job file is a FIFO": ([KCTL, "validate", str(fifo)], (2,)),
+        "job file is /dev/zero": ([KCTL, "validate", "/dev/zero"], (2,)),
+        "credentials in storage.endpoint": ([KCTL, "validate", str(creds)], (2,)),
+        "credentials in --endpoint": (
+            [KCTL, "collect", "x", "--from", "s3://b/r", "--endpoint", "http://K:S@h:9"],
+            (2,),
+        ),
+        "processesPerNode: 1000000 (local)": (
+            [KCTL, "apply", str(bomb), "--local", "--dry-run=server"],
+            (2,),
+        ),
+        "store file:///etc (local)": ([KCTL, "apply", str(etc), "--local"], (2,)),
+        "store file:///tmp/../../etc/../root": ([KCTL, "validate", str(climb)], (2,)),
+        "collect: FIFO at a MANIFEST": (_collect(tmp / "c1", fifo_manifest), (0,)),
+        "collect: link at run.json": (_collect(tmp / "c2", linked_run_json), (0,)),
+        "collect: 1,000-character key (S3)": (
+            [
+                KCTL,
+                "collect",
+                "hostile",
+                "--from",
+                "s3://hostile/runs",
+                "--endpoint",
+                endpoint,
+                "--to",
+                str(tmp / "out-s3"),
+            ],
+            (1,),
+        ),
+        "collect: step as a string": (
+            _collect(tmp / "c3", lambda r, s: _manifest(s, {"step": "10"})),
+            (1,),
+        ),
+        "collect: member name a list": (
+            _collect(tmp / "c4", lambda r, s: _manifest(s, {"members": [{"name": ["m"]}]})),
+            (1,),
+        ),
+        "collect --all: fractional step": (
+            _collect(tmp / "c5", lambda r, s: _manifest(s, {"step": 10.5}), "--all-checkpoints"),
+            (1,),
+        ),
+        "build --repo of 100,000 characters": (
+            [KCTL, "build", str(clean), "--base", "t:1", "--repo", "r/" + "a" * 100_000],
+            (2,),
+        ),
+        "build: a key pasted into config.py": ([KCTL, "build", str(work), "--base", "t:1"], (2,)),
+    }
 
 
 def main() -> int:
@@ -71,6 +201,17 @@ def main() -> int:
             clean = out.returncode == 2 and "Traceback" not in out.stderr
             bad += not clean
             print(f"{name:36} {len(text.encode()):>9} {out.returncode:>4} {seconds:>7.3f}  {first}")
+    print(f"\n{'case':36} {'exit':>4} {'seconds':>7}  message (or the problem collect reports)")
+    with tempfile.TemporaryDirectory() as tmp, moto_bucket("hostile") as endpoint:
+        os.environ["KCTL_TRAIN_HOME"] = str(Path(tmp) / "home")
+        for name, (argv, codes) in cases(Path(tmp), endpoint).items():
+            seconds, out = timed(argv, cwd=Path(tmp))
+            text = out.stderr.replace(tmp, "…")
+            lines = [ln for ln in text.splitlines() if "error" in ln or "ignoring" in ln]
+            first = (lines or text.strip().splitlines() or [""])[0].strip()[:110]
+            clean = out.returncode in codes and "Traceback" not in out.stderr
+            bad += not clean
+            print(f"{name:36} {out.returncode:>4} {seconds:>7.3f}  {first}")
     return 1 if bad else 0
 
 

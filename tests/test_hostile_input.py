@@ -5,6 +5,8 @@ or a hang (the one-second budget for a 1 MiB file is measured by bench/hostile_i
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +116,74 @@ def test_too_many_replicas_for_a_local_run_are_refused_at_once(
     path.write_text(job_yaml("wide", BASE + "  nodes: 2147483647\n"))
     assert main(["apply", str(path), "--local", "--dry-run=server"]) == 2
     assert "takes at most 64" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("storage", "where"),
+    [
+        ("{uri: 's3://bucket/runs', endpoint: 'http://KEY:SECRET@minio:9000'}", "endpoint"),
+        ("{uri: 's3://bucket/runs', endpoint: 'http://token@minio:9000'}", "endpoint"),
+        ("{uri: 'file:///tmp/../../etc/../root'}", "spec.storage.uri"),
+        ("{uri: 'file:///data//runs'}", "spec.storage.uri"),
+    ],
+)
+def test_credentials_and_unnormal_paths_in_store_urls_are_refused(storage: str, where: str) -> None:
+    text = job_yaml("j", BASE + f"  storage: {storage}\n")
+    with pytest.raises(SpecError) as info:
+        load_job_text(text, "job.yaml")
+    message = str(info.value)
+    assert where in message and ("credentials in a URL" in message or "normal form" in message)
+
+
+def test_credentials_in_an_endpoint_flag_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["collect", "j", "--from", "s3://bucket/runs", "--endpoint", "http://K:S@127.0.0.1:9"]
+    assert main([*args, "--to", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "credentials in a URL are refused" in err and "K:S" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_job_file_must_be_a_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)  # nobody writes it: reading would block forever
+    else:
+        path = Path("/dev/zero")  # never ends
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert ("a FIFO" if kind == "fifo" else "a character device") in err, err
+    assert "give a job file, or - for standard input" in err
+
+
+def test_standard_input_is_read_with_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Endless(io.StringIO):
+        def read(self, size: int | None = -1) -> str:
+            assert size is not None and size > 0, "read without a cap"
+            return "#" * size
+
+    from operator_client.spec.loader import load_files
+
+    _, errors = load_files(["-"], Endless())
+    assert "job file too large" in errors[0].message
+
+
+def test_more_processes_than_this_machine_holds_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KCTL_TRAIN_HOME", str(tmp_path / "home"))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(job_yaml("bomb", BASE + "  processesPerNode: 1000000\n"))
+    assert main(["validate", str(path)]) == 0  # what the operators accept...
+    assert main(["apply", str(path), "--local", "--dry-run=server"]) == 2  # ...not this machine
+    err = capsys.readouterr().err
+    assert "1000001 processes" in err and "available memory holds at most" in err
+
+
+def test_a_trainjob_has_at_most_the_pods_of_an_indexed_job() -> None:
+    text = job_yaml("j", BASE + "  operator: trainjob\n  nodes: 100001\n")
+    with pytest.raises(SpecError, match="limits to 100000 pods"):
+        load_job_text(text, "job.yaml")

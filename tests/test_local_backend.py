@@ -459,6 +459,7 @@ def test_a_full_disk_names_its_cause_in_the_status(tmp_path: Path, env: dict[str
     try:
         # Room for the run's first objects, not for its checkpoints: the disk fills mid-run.
         (disk / "filler").write_bytes(b"\0" * ((1 << 20) - (24 << 10)))
+        store = disk / "store"  # a store kctl-train makes on the nearly full disk
         path = job_file(
             tmp_path,
             "full",
@@ -466,7 +467,7 @@ def test_a_full_disk_names_its_cause_in_the_status(tmp_path: Path, env: dict[str
             "    model: operator_client.examples.regression:RegressionModel\n"
             "    data: operator_client.examples.regression:RegressionData\n"
             "    trainer: {max_steps: 40}\n"
-            f"  storage: {{uri: '{disk.as_uri()}'}}\n"
+            f"  storage: {{uri: '{store.as_uri()}'}}\n"
             "  checkpoint: {every: 10 steps}\n"
             "  fault: {backoffLimit: 0}\n",
         )
@@ -483,9 +484,11 @@ def test_apply_names_the_checkpoint_the_run_will_resume_from(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     """The newest committed checkpoint is corrupt: the run resumes from the one before,
-    and apply says so."""
+    and apply says so. (The store of an earlier run as processes: it belongs to this user.)"""
+    from operator_client.backends.local.file_store import MARKER
     from operator_client.storage.file import FileStore
 
+    env = {**env, "KCTL_TRAIN_LOCAL_PODS": "process"}
     store = FileStore(tmp_path / "store" / "default" / "resumer")
     for step in (10, 20):
         model = tmp_path / f"m{step}.ckpt"
@@ -495,6 +498,7 @@ def test_apply_names_the_checkpoint_the_run_will_resume_from(
             world_size=1, keep=2,
         )  # fmt: skip
     (store.root / checkpoints.checkpoint_key(20) / checkpoints.MODEL_FILE).write_bytes(b"bad")
+    (tmp_path / "store" / MARKER).touch()
     path = job_file(
         tmp_path,
         "resumer",

@@ -237,3 +237,146 @@ def test_network_faults_need_sandboxes_and_say_so(tmp_path: Path) -> None:
         assert "replicas: pod sandboxes; each has its own network namespace" in out.stderr
     finally:
         kctl("delete", "plain", "--local", env=env, cwd=tmp_path)
+
+
+# From inside a pod: each line of docs/LOCAL_PODS.md, "The boundary", as one fact; then
+# rank 0 plants what a hostile pod would leave for the host in its own run directory.
+BOUNDARY_PROBE = r"""
+import ctypes, errno, json, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def code(call):
+    try:
+        call()
+        return "ok"
+    except TimeoutError:
+        return "timeout"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def sys_errno(result):
+    return "ok" if result == 0 else errno.errorcode[ctypes.get_errno()]
+def read(path):
+    try:
+        with open(path, "rb") as fh:
+            return "empty" if not fh.read() else "READ"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+def connect(host, port):
+    def go():
+        with socket.create_connection((host, port), timeout=2):
+            pass
+    return code(go)
+canaries = json.loads(os.environ["PROBE_CANARIES"])
+run = os.environ["PROBE_RUN"]
+pid1 = open("/proc/1/environ", "rb").read().split(b"\0")
+facts = {
+    "canaries": {name: read(path) for name, path in canaries.items()},
+    "root": sorted(os.listdir("/")),
+    "dev": sorted(os.listdir("/dev")),
+    "pid1_env": sorted(e.split(b"=", 1)[0].decode() for e in pid1 if e),
+    "keyctl": sys_errno(libc.syscall(250, 0, 0, 0, 0, 0)),
+    "unshare": sys_errno(libc.unshare(0x40000000)),
+    "mount": sys_errno(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "write_usr": code(lambda: open("/usr/kctl-probe", "w")),
+    "write_run": code(lambda: open(os.path.join(run, "probe-" + os.environ["RANK"]), "w").close()),
+    "host_loopback": connect("127.0.0.1", int(os.environ["PROBE_PORT"])),
+    "bridge": connect(os.environ["PROBE_BRIDGE"], int(os.environ["PROBE_PORT"])),
+}
+if os.environ["RANK"] == "0":
+    step = os.path.join(run, "checkpoints", "step-000000000001")
+    os.makedirs(step, exist_ok=True)
+    os.mkfifo(os.path.join(step, "MANIFEST.json"))
+    os.symlink("/etc/passwd", os.path.join(run, "run.json"))
+    os.makedirs(os.path.join(run, "attempts"), exist_ok=True)
+    with open(os.path.join(run, "attempts", "1.json"), "w") as fh:
+        fh.write('{"attempt": 1}\n')
+os.write(1, ("FACTS " + json.dumps(facts) + "\n").encode())
+os.write(1, b"x" * (1 << 20))  # a line without end, larger than any the host keeps
+"""
+
+# Every variable PID 1 of a pod may hold (docs/LOCAL_PODS.md, "The boundary", 5).
+POD_ENV = {
+    # the manifest's container env and the operator's variables
+    "KCTL_TRAIN_SPEC", "KCTL_TRAIN_POD_IP", "HOME", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+    "PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+    "WORLD_SIZE", "RANK", "PET_NODE_RANK", "PET_NNODES", "PET_NPROC_PER_NODE",
+    "PROBE_CANARIES", "PROBE_RUN", "PROBE_PORT", "PROBE_BRIDGE",
+    # the kubelet's, and what the local backend adds
+    "HOSTNAME", "PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "KCTL_TRAIN_LOCAL_POD", "KCTL_TRAIN_TERMINATION_LOG",
+}  # fmt: skip
+
+
+def test_the_boundary_holds_from_inside_a_pod(tmp_path: Path) -> None:
+    import socket
+    import uuid
+
+    env = sandbox_env(tmp_path)
+    env |= {"CANARY_SECRET": "hunter2", "AWS_SECRET_ACCESS_KEY": "not-for-pods"}
+    home = tmp_path / "home"
+    root_canary = Path("/root") / f".kctl-canary-{uuid.uuid4().hex[:8]}"
+    canaries = {
+        "root": str(root_canary),
+        "dotenv": str(tmp_path / ".env"),
+        "key": str(tmp_path / "conf" / "service-account.json"),
+        "other_job_state": str(home / "local" / "default" / "other" / "manifest.json"),
+        "other_job_store": str(home / "store" / "default" / "other" / "run.json"),
+        "shadow": "/etc/shadow",
+    }
+    for name, path in canaries.items():
+        if name != "shadow":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text("secret\n")
+            Path(path).chmod(0o644)
+    listener = socket.create_server(("127.0.0.1", 0))  # a service of this machine
+    # The bridge's .1 address: where this machine would be if the bridge had one.
+    bridge = PodNetwork.plan(home / "local" / "default" / "edge", []).subnet[1]
+    try:
+        path = job_file(
+            tmp_path,
+            "edge",
+            "  command: [python, -c, " + json.dumps(BOUNDARY_PROBE) + "]\n"
+            "  nodes: 2\n  processesPerNode: 1\n  fault: {restartPolicy: Never}\n"
+            "  env:\n"
+            f"    PROBE_CANARIES: {json.dumps(json.dumps(canaries))}\n"
+            f"    PROBE_RUN: {home / 'store' / 'default' / 'edge'}\n"
+            f"    PROBE_PORT: '{listener.getsockname()[1]}'\n"
+            f"    PROBE_BRIDGE: '{bridge}'\n",
+        )
+        out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert "Succeeded: PyTorchJob edge is successfully completed" in out.stderr
+    finally:
+        listener.close()
+        root_canary.unlink(missing_ok=True)
+    logs = home / "local/default/edge/logs"
+    for pod in ("edge-master-0", "edge-worker-0"):
+        facts = facts_of(logs / f"{pod}.log")
+        # 1, 2: nothing of this machine but the image stand-in; secrets shown empty
+        assert facts["canaries"] == {
+            "root": "ENOENT", "dotenv": "empty", "key": "empty", "other_job_state": "ENOENT",
+            "other_job_store": "ENOENT", "shadow": "ENOENT",
+        }, facts["canaries"]  # fmt: skip
+        assert not {"home", "var", "opt", "srv", "mnt", "media"} & set(facts["root"])
+        # 3: writes go to the pod's own run directory only
+        assert (facts["write_usr"], facts["write_run"]) == ("EROFS", "ok")
+        # 4: a /dev of its own
+        assert facts["dev"] == ["fd", "full", "null", "random", "shm", "stderr", "stdin",
+                                "stdout", "tty", "urandom", "zero"]  # fmt: skip
+        # 5: the environment is the manifest's and the documented additions, not the shell's
+        assert set(facts["pid1_env"]) <= POD_ENV, set(facts["pid1_env"]) - POD_ENV
+        # 6: seccomp RuntimeDefault
+        assert (facts["keyctl"], facts["unshare"], facts["mount"]) == ("EPERM",) * 3
+        # 7: no service of this machine is reachable
+        assert facts["host_loopback"] == "ECONNREFUSED"
+        assert facts["bridge"] in ("EHOSTUNREACH", "ENETUNREACH", "timeout")
+    # What rank 0 planted is hostile input to every reader on this machine: nothing hangs,
+    # nothing ends in a traceback, the plain file is collected and the planted ones are not.
+    results = tmp_path / "results" / "edge"
+    assert (results / "attempts" / "1.json").read_text() == '{"attempt": 1}\n'
+    assert not (results / "run.json").exists() and not (results / "checkpoints").exists()
+    for args in (("collect", "edge"), ("status", "edge"), ("logs", "edge")):
+        out = kctl(*args, "--local", env=env, cwd=tmp_path, timeout=60)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    # The endless line arrives in pieces of at most 64 KiB, never held whole.
+    assert max(len(line) for line in out.stdout.splitlines()) < 65 << 10

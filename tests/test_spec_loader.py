@@ -320,3 +320,9 @@ def test_warnings_carry_positions() -> None:
         "job.yaml:8:22: warning: spec.scheduling.gang: gang scheduling takes effect only when "
         "the training-operator runs with --gang-scheduler-name=volcano",
     ]
+
+
+def test_a_key_named_like_pydantics_marker_is_an_unknown_field() -> None:
+    """Found by test_properties: a top-level key "[key]" left no path to name."""
+    with pytest.raises(SpecError, match=r"unknown field '\[key\]'"):
+        load_job_text('"[key]": null\n', "job.yaml")

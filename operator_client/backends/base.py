@@ -346,7 +346,9 @@ def replica_count(manifest: Mapping[str, Any]) -> int:
 
 
 def conditions_of(obj: Mapping[str, Any]) -> tuple[Condition, ...]:
-    """`status.conditions` as Conditions."""
+    """`status.conditions` as Conditions (entries of another shape are passed over)."""
+    status = obj.get("status")
+    found = status.get("conditions") if isinstance(status, Mapping) else None
     return tuple(
         Condition(
             type=str(c.get("type", "")),
@@ -355,7 +357,8 @@ def conditions_of(obj: Mapping[str, Any]) -> tuple[Condition, ...]:
             message=str(c.get("message", "")),
             time=c.get("lastTransitionTime"),
         )
-        for c in obj.get("status", {}).get("conditions") or []
+        for c in (found if isinstance(found, list) else [])
+        if isinstance(c, Mapping)
     )
 
 

@@ -14,37 +14,11 @@ from pathlib import Path
 import pathspec
 
 from ..errors import BadInput, BuildError
+from ..secret_files import SECRET_NAMES
 
 # Never in an image, whatever an ignore file says: an image is pulled by every node and
-# often public inside a company. gitignore patterns, matched at any depth.
-SECRETS = (
-    ".git",
-    ".env",
-    ".env.*",
-    ".envrc",
-    ".netrc",
-    ".pypirc",
-    ".npmrc",
-    ".git-credentials",
-    ".ssh/",
-    ".aws/",
-    ".azure/",
-    ".docker/",
-    ".kube/",
-    ".gnupg/",
-    ".config/gcloud/",
-    "credentials",
-    "credentials.json",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    "kubeconfig",
-)
+# often public inside a company (secret_files.py).
+SECRETS = SECRET_NAMES
 # Also never: bytecode changes whenever the code runs (it would change the hash) and pip
 # compiles the installed code anyway.
 BYTECODE = ("__pycache__/", "*.py[cod]")

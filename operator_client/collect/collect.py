@@ -32,6 +32,7 @@ from ..runstore.aggregate import (
     AGGREGATE,
     AGGREGATE_MANIFEST,
     AggregateError,
+    AggregateManifest,
     aggregate_manifest,
     aggregate_split,
     committed_units,
@@ -43,6 +44,7 @@ from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
 from ..storage.base import ObjectInfo, file_matches
 from ..storage.keys import contained_path, remove_empty_parents
 from ..storage.transfer import download_many
+from ..untrusted import read_json
 
 SUMMARY = "summary.json"
 SCRATCH = ".kctl-train-tmp"
@@ -78,14 +80,45 @@ class Result:
     problems: list[str] = field(default_factory=list)
 
 
+def _too_long(dest: Path, key: str) -> str | None:
+    """Why `key` cannot be a file name under dest on this machine (None: it can)."""
+    name_max = _limit(dest, "PC_NAME_MAX", 255)
+    for segment in key.split("/"):
+        if len(os.fsencode(segment)) > name_max:
+            return f"key {key[:80]!r}... has a path segment longer than {name_max} bytes"
+    path_max = _limit(dest, "PC_PATH_MAX", 4096)
+    if len(os.fsencode(str(dest.resolve() / key))) >= path_max:
+        return f"key {key[:80]!r}... makes a local path longer than {path_max} bytes"
+    return None
+
+
+def _limit(dest: Path, name: str, default: int) -> int:
+    """The file system's limit where dest is (or would be)."""
+    for place in (dest, *dest.parents):
+        try:
+            return int(os.pathconf(place, name))
+        except (OSError, ValueError):
+            continue
+    return default
+
+
 def destinations(dest: Path, keys: list[str]) -> dict[str, Path]:
-    """Each key's local path under dest; CollectError listing every unsafe or colliding key."""
+    """Each key's local path under dest; CollectError listing every unsafe, colliding or
+    over-long key (before anything is written: no partial files)."""
     errors, paths = [], {}
     for key in keys:
         try:
             paths[key] = contained_path(dest, key)
         except UnsafeKeyError as exc:
             errors.append(str(exc))
+            continue
+        except OSError as exc:  # a name the file system refuses even to look up
+            errors.append(f"key {key[:80]!r}: {exc.strerror or exc}")
+            continue
+        problem = _too_long(dest, key)
+        if problem:
+            errors.append(problem)
+            del paths[key]
     seen: dict[str, str] = {}
     for key, path in paths.items():
         folded = str(path).casefold()  # one file on case-insensitive disks
@@ -236,25 +269,29 @@ def _collect_outputs(
     store: ObjectStore,
     units: dict[str, list[dict[str, Any]]],
     down: Downloader,
-    dest: Path,
+    listing: dict[str, ObjectInfo],
     problems: list[str],
 ) -> dict[str, Any]:
+    dest = down.dest
     outputs: dict[str, Any] = {}
     for split, manifests in sorted(units.items()):
         key = join_key(OUTPUTS, split, AGGREGATE)
         manifest_key = join_key(OUTPUTS, split, AGGREGATE_MANIFEST)
         entry: dict[str, Any] = {"path": key, "epochs": [m["epoch"] for m in manifests]}
         (path,) = destinations(dest, [key]).values()
-        try:
-            raw = store.get_bytes(manifest_key)
-            committed = json.loads(raw)
-        except (StoreError, ValueError):
-            committed = None
-        if committed is not None and committed.get("units") == covered_units(manifests):
-            bad = down.fetch([Item(key, committed["size"], committed["sha256"])])
+        committed: AggregateManifest | None = None
+        raw = b""
+        if join_key(OUTPUTS, split, AGGREGATE_MANIFEST) in listing:
+            try:
+                raw = store.get_bytes(manifest_key)
+                committed = AggregateManifest.from_json(raw)
+            except (StoreError, ValueError) as exc:
+                problems.append(f"{manifest_key}: {exc}; rebuilding the aggregate")
+        if committed is not None and committed.units == covered_units(manifests):
+            bad = down.fetch([Item(key, committed.size, committed.sha256)])
             if not bad:
                 (path.parent / AGGREGATE_MANIFEST).write_bytes(raw)  # already read: no 2nd GET
-                outputs[split] = {**entry, "rows": committed["rows"], "rebuilt": False}
+                outputs[split] = {**entry, "rows": committed.rows, "rebuilt": False}
                 continue
             problems.extend(problem for _, problem in bad)
         # Rank 0 did not write a current aggregate (the job failed or still runs): rebuild.
@@ -299,14 +336,14 @@ def collect(
         if key in (runinfo.RUN_JSON, runinfo.SUCCESS, METRICS_KEY)
         or key.startswith((runinfo.ATTEMPTS + "/", monitor.PREFIX + "/"))
     )
-    committed = checkpoints.committed(store)
+    problems: list[str] = []
+    committed = checkpoints.committed(store, problems)
     dest.mkdir(parents=True, exist_ok=True)
     down = Downloader(store, dest, concurrency, progress)
-    problems: list[str] = []
     try:
         ckpts = _collect_checkpoints(committed, down, listing, all_checkpoints, problems)
         units = committed_units(store, problems)
-        outputs = _collect_outputs(store, units, down, dest, problems)
+        outputs = _collect_outputs(store, units, down, listing, problems)
         problems.extend(p for _, p in down.fetch([Item(k, listing[k].size) for k in plain]))
     finally:
         if progress is not None:
@@ -340,6 +377,6 @@ def collect(
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return read_json(path)
     except (OSError, ValueError):
         return None

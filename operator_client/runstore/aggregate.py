@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage import ObjectStore, StoreError, join_key
+from ..storage import ObjectStore, StoreError, join_key, safe_relative_path
 from ..storage.base import file_matches, sha256_file
 from ..storage.keys import UnsafeKeyError, contained_path
-from .outputs import MANIFEST, PREFIX, SPLIT_NAME
+from .documents import Document, committed_manifests
+from .outputs import PREFIX, SPLIT_NAME
 
 AGGREGATE = "all.csv"
 AGGREGATE_MANIFEST = "all.json"
 
-log = logging.getLogger("kctl_train.outputs")
 
 
 class AggregateError(Exception):
@@ -37,23 +37,49 @@ class AggregateError(Exception):
 
 def _epoch_manifest(data: bytes) -> dict[str, Any]:
     """An epoch manifest, checked for every field aggregation reads; ValueError otherwise."""
-    manifest = json.loads(data)
-    if not isinstance(manifest, dict):
-        raise ValueError("not a JSON object")
-    for name, kind in (("split", str), ("epoch", int), ("attempt", int), ("members", list)):
-        if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):
-            raise ValueError(f"field {name!r} is missing or not a {kind.__name__}")
-    if not SPLIT_NAME.fullmatch(manifest["split"]):
-        raise ValueError(f"split name {manifest['split']!r} is not a plain name")
-    for member in manifest["members"]:
-        if not isinstance(member, dict) or not (
-            isinstance(member.get("key"), str)
-            and isinstance(member.get("rank"), int)
-            and isinstance(member.get("size"), int)
-            and isinstance(member.get("sha256"), str)
-        ):
-            raise ValueError(f"member {member!r} lacks key, rank, size or sha256")
-    return manifest
+    doc = Document.parse(data, "output manifest")
+
+    def plain(name: str) -> None:
+        if not SPLIT_NAME.fullmatch(name):
+            raise ValueError(f"split name {name!r} is not a plain name")
+
+    members = [
+        {
+            "key": m.text("key", safe_relative_path),
+            "rank": m.count("rank"),
+            "size": m.count("size"),
+            "sha256": m.sha256("sha256"),
+        }
+        for m in doc.objects("members")
+    ]
+    return {
+        **doc.raw,
+        "split": doc.text("split", plain),
+        "epoch": doc.count("epoch"),
+        "attempt": doc.count("attempt"),
+        "members": members,
+    }
+
+
+@dataclass(frozen=True)
+class AggregateManifest:
+    """The commit of one split's aggregate (all.json)."""
+
+    rows: int
+    size: int
+    sha256: str
+    units: list[dict[str, int]]
+
+    @classmethod
+    def from_json(cls, data: bytes) -> AggregateManifest:
+        doc = Document.parse(data, "aggregate manifest")
+        return cls(
+            rows=doc.count("rows"),
+            size=doc.count("size"),
+            sha256=doc.sha256("sha256"),
+            units=[{"epoch": u.count("epoch"), "attempt": u.count("attempt")}
+                   for u in doc.objects("units")],
+        )  # fmt: skip
 
 
 def committed_units(
@@ -62,17 +88,10 @@ def committed_units(
     """Epoch manifests per split, in epoch order. A manifest that cannot be read or lacks
     a field is skipped with a warning naming its key (appended to `problems` too)."""
     units: dict[str, list[dict[str, Any]]] = {}
-    for obj in store.list(PREFIX + "/"):
-        if obj.key.endswith("/" + MANIFEST):
-            try:
-                manifest = _epoch_manifest(store.get_bytes(obj.key))
-            except (StoreError, ValueError) as exc:
-                message = f"ignoring unreadable output manifest {obj.key}: {exc}"
-                log.warning("%s", message)
-                if problems is not None:
-                    problems.append(message)
-                continue
-            units.setdefault(manifest["split"], []).append(manifest)
+    for manifest in committed_manifests(
+        store, PREFIX, lambda _key, data: _epoch_manifest(data), "output manifest", problems
+    ):
+        units.setdefault(manifest["split"], []).append(manifest)
     for manifests in units.values():
         manifests.sort(key=lambda m: m["epoch"])
     return units

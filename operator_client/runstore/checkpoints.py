@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..contract import checkpoint_name
-from ..storage import ObjectStore, StoreError, join_key
+from ..storage import ObjectStore, StoreError, join_key, safe_relative_path
 from ..storage.base import file_matches, sha256_file
+from .documents import Document, committed_manifests
 
 log = logging.getLogger("kctl_train.checkpoints")
 
@@ -60,9 +61,19 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
-        raw = json.loads(data)
-        raw["members"] = [Member(**m) for m in raw["members"]]
-        return cls(**raw)
+        """A manifest as stored; ValueError naming the field for any other shape."""
+        doc = Document.parse(data, "checkpoint manifest")
+        return cls(
+            step=doc.count("step"),
+            epoch=doc.count("epoch"),
+            attempt=doc.count("attempt"),
+            world_size=doc.count("world_size", minimum=1),
+            members=[
+                Member(m.text("name", safe_relative_path), m.count("size"), m.sha256("sha256"))
+                for m in doc.objects("members")
+            ],
+            created=doc.number("created") if doc.has("created") else 0.0,
+        )
 
 
 class Verified:
@@ -115,15 +126,18 @@ def publish(
     return manifest
 
 
-def committed(store: ObjectStore) -> list[Manifest]:
-    """Committed checkpoints, newest first. Unreadable manifests are skipped with a warning."""
-    found = []
-    for obj in store.list(PREFIX + "/"):
-        if obj.key.endswith("/" + MANIFEST):
-            try:
-                found.append(Manifest.from_json(store.get_bytes(obj.key)))
-            except (StoreError, ValueError, TypeError, KeyError) as exc:
-                log.warning("ignoring unreadable checkpoint manifest %s: %s", obj.key, exc)
+def committed(store: ObjectStore, problems: list[str] | None = None) -> list[Manifest]:
+    """Committed checkpoints, newest first. A manifest that cannot be read, has another
+    shape, or names another step than its directory is skipped with a warning (appended to
+    `problems` too)."""
+
+    def parse(key: str, data: bytes) -> Manifest:
+        manifest = Manifest.from_json(data)
+        if join_key(manifest.key, MANIFEST) != key:
+            raise ValueError(f"it names step {manifest.step}, another directory")
+        return manifest
+
+    found = committed_manifests(store, PREFIX, parse, "checkpoint manifest", problems)
     return sorted(found, key=lambda m: m.step, reverse=True)
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from pydantic.alias_generators import to_camel
 
 from . import k8s_names
 from .model import NodeRange, TrainingJob
+from .urls import credentials_problem, path_problem
 
 Loc = tuple[str | int, ...]
 
@@ -208,12 +210,20 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
             ("spec", "checkpoint", "resume"),
             f"{resume!r}: use auto, never, or the s3:// or file:/// URI of a committed checkpoint",
         )
+    elif resume not in ("auto", "never"):
+        problem = credentials_problem(resume) or path_problem(urlsplit(resume).path)
+        if problem:
+            yield Finding(("spec", "checkpoint", "resume"), problem)
 
     if spec.fault.termination_grace_period.seconds == 0:
         yield Finding(
             ("spec", "fault", "terminationGracePeriod"),
             "0s leaves no time for the emergency checkpoint on preemption",
         )
+
+
+# Kubernetes refuses an Indexed Job with more completions (batch/v1 validation).
+MAX_INDEXED_COMPLETIONS = 100_000
 
 
 def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
@@ -226,6 +236,12 @@ def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
             ("spec", "nodes"),
             "a TrainJob runs a fixed number of nodes (Kubeflow Trainer v2 has no elastic "
             f"range): give nodes: N, {instead}",
+        )
+    elif isinstance(spec.nodes, int) and spec.nodes > MAX_INDEXED_COMPLETIONS:
+        yield Finding(
+            ("spec", "nodes"),
+            f"a TrainJob's nodes are one Indexed Job, which Kubernetes limits to "
+            f"{MAX_INDEXED_COMPLETIONS} pods; give at most {MAX_INDEXED_COMPLETIONS}, {instead}",
         )
     # The kctl-train runtime has the spec's defaults for the first five; for cleanup and
     # the PriorityClass it has nothing a TrainJob could change.

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import EXIT_BAD_INPUT, KctlTrainError
+from ..untrusted import UntrustedFileError, read_bytes
 from .checks import Finding, Loc, problems, warnings
 from .issues import SpecIssue
 from .model import TrainingJob, control_character
@@ -59,15 +60,22 @@ def load_job(path: str | Path, operator: str | None = None) -> LoadedJob:
     `operator` replaces the file's spec.operator (the CLI's --operator)."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # A regular file only (a FIFO or /dev/zero would block or never end), and no
+        # more of it than a job file may hold.
+        data = read_bytes(Path(path), MAX_BYTES)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise _fail(source, "no such file") from None
-    except IsADirectoryError:
-        raise _fail(source, "is a directory, not a job file") from None
     except PermissionError:
         raise _fail(source, "permission denied") from None
     except UnicodeDecodeError as exc:
         raise _fail(source, f"not UTF-8 text (byte {exc.start})") from None
+    except UntrustedFileError as exc:
+        if "larger than" in str(exc):
+            raise _too_large(source, f"over {MAX_BYTES} bytes") from None
+        if _what(exc) == "a directory":
+            raise _fail(source, "is a directory, not a job file") from None
+        raise _fail(source, f"{_what(exc)}: give a job file, or - for standard input") from None
     except OSError as exc:
         raise _fail(source, exc.strerror or str(exc)) from None
     return load_job_text(text, source, operator)
@@ -77,12 +85,7 @@ def load_job_text(text: str, source: str = "<string>", operator: str | None = No
     """Validate job YAML given as text; `source` names it in messages. `operator`
     replaces its spec.operator before validation, so the operator's rules apply."""
     if len(text) > MAX_BYTES:
-        raise _fail(
-            source,
-            f"job file too large ({len(text)} characters, at most {MAX_BYTES}): the job "
-            "travels to its pods in one environment variable (128 KiB); put data in the "
-            "image or the store and pass its location",
-        )
+        raise _too_large(source, f"{len(text)} characters")
     root = _compose(text, source)
     data = _construct(root, source)
     if operator is not None and isinstance(data, dict) and isinstance(data.get("spec"), dict):
@@ -95,6 +98,20 @@ def load_job_text(text: str, source: str = "<string>", operator: str | None = No
     if errors:
         raise SpecError(_issues(errors, root, source, "error"))
     return LoadedJob(job, source, _issues(warnings(job), root, source, "warning"))
+
+
+def _too_large(source: str, size: str) -> SpecError:
+    return _fail(
+        source,
+        f"job file too large ({size}, at most {MAX_BYTES}): the job travels to its pods in "
+        "one environment variable (128 KiB); put data in the image or the store and pass "
+        "its location",
+    )
+
+
+def _what(exc: UntrustedFileError) -> str:
+    """What was found where a job file should be ("a FIFO", "a character device")."""
+    return str(exc).split(": ", 1)[-1].removesuffix("; refusing to read it")
 
 
 def _fail(source: str, message: str, mark: Any = None) -> SpecError:
@@ -289,7 +306,8 @@ def _validation_issues(exc: ValidationError, root: yaml.Node, source: str) -> li
 def _message(err: Any, path: list[str | int], missing: bool) -> str:
     kind, msg, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
-        key = str(path[-1])
+        # A key literally named like pydantic's "[key]" marker leaves no path behind.
+        key = str(path[-1]) if path else str(err["loc"][-1])
         known = _known_fields(path[:-1])
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         if close:
@@ -384,7 +402,8 @@ def load_files(
     for name in files:
         try:
             jobs.append(
-                load_job_text(stdin.read(), "<stdin>", operator)
+                # At most one character over the limit: enough to refuse a larger input.
+                load_job_text(stdin.read(MAX_BYTES + 1), "<stdin>", operator)
                 if name == "-"
                 else load_job(name, operator)
             )

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .units import INT32_MAX, INT64_MAX, Duration, Every, Quantity
+from .urls import check_endpoint, check_store_url
 
 API_VERSION = "kctl-train/v1alpha1"
 KIND = "TrainingJob"
@@ -300,15 +301,18 @@ class Storage(_Model):
     """Object store for checkpoints and outputs. Credentials never appear inline."""
 
     uri: Annotated[
-        str, Field(pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.*)$")
+        str,
+        Field(pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.*)$"),
+        AfterValidator(check_store_url),
     ] = Field(
         description=(
             "Run roots go under `<uri>/<namespace>/<name>/`: s3://bucket/prefix or file:///path."
         ),
     )
-    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/.*)?$")] | None = Field(
-        None, description="S3 API endpoint for MinIO and other S3-compatible stores."
-    )
+    endpoint: (
+        Annotated[str, Field(pattern=r"^https?://[^\s/]+(/.*)?$"), AfterValidator(check_endpoint)]
+        | None
+    ) = Field(None, description="S3 API endpoint for MinIO and other S3-compatible stores.")
     region: str | None = Field(None, description="Bucket region (AWS_REGION).")
     credentials_secret: Annotated[str, Field(pattern=DNS_1123_LABEL)] | None = Field(
         None,

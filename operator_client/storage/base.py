@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KctlTrainError
+from ..untrusted import MAX_DOCUMENT
 
 # Called with the number of bytes just transferred.
 Progress = Callable[[int], None]
@@ -42,8 +43,9 @@ class ObjectStore(ABC):
         """Create the object only if no object has this key; False when one already did."""
 
     @abstractmethod
-    def get_bytes(self, key: str) -> bytes:
-        """The content of an object; StoreError if it does not exist."""
+    def get_bytes(self, key: str, limit: int = MAX_DOCUMENT) -> bytes:
+        """The content of an object; StoreError if it does not exist or is larger than
+        `limit` bytes (whoever wrote the store may have written anything)."""
 
     @abstractmethod
     def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:

@@ -2,18 +2,28 @@
 
 Durable like S3's PUT: the data is fsynced before the rename and the directory after
 it, so a power cut never leaves a committed name (a MANIFEST, LATEST) on unwritten data.
+
+Whoever else can write the directory (a pod, its run directory) may have left links,
+FIFOs or devices in it: objects are regular files only, read without following a link
+anywhere below the root (untrusted.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..untrusted import MAX_DOCUMENT, UntrustedFileError, open_regular, read_bytes, regular_files
 from .base import ObjectInfo, ObjectStore, Progress, StoreError
-from .keys import contained_path, remove_empty_parents
+from .keys import contained_path, remove_empty_parents, safe_relative_path
+
+# In-flight writes: ours, and the `.<name>.<8 random>` names of earlier versions.
+TEMP_PREFIX = ".kctl-tmp-"
+_TEMP = re.compile(r"^(\.kctl-tmp-.*|\..+\.[a-z0-9_]{8})$")
 
 
 class FileStore(ObjectStore):
@@ -28,7 +38,7 @@ class FileStore(ObjectStore):
         target = self._path(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f"{TEMP_PREFIX}{target.name}.")
         except OSError as exc:
             raise StoreError(f"{self.url}{key}: {exc.strerror or exc}") from exc
         try:
@@ -70,21 +80,39 @@ class FileStore(ObjectStore):
         finally:
             os.unlink(tmp)
 
-    def get_bytes(self, key: str) -> bytes:
+    def _source(self, key: str) -> Path:
+        """Where an object is, without resolving anything (reads open it link-free)."""
         try:
-            return self._path(key).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            raise StoreError(f"{self.url}{key}: no such object") from None
+            return self.root / safe_relative_path(key)
+        except ValueError as exc:
+            raise StoreError(f"{self.url}{key}: {exc}") from None
+
+    def _refused(self, key: str, exc: OSError) -> StoreError:
+        if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
+            return StoreError(f"{self.url}{key}: no such object")
+        reason = str(exc) if isinstance(exc, UntrustedFileError) else exc.strerror or str(exc)
+        return StoreError(f"{self.url}{key}: {reason}")
+
+    def get_bytes(self, key: str, limit: int = MAX_DOCUMENT) -> bytes:
+        try:
+            return read_bytes(self._source(key), limit, root=self.root)
+        except OSError as exc:
+            raise self._refused(key, exc) from None
 
     def get_file(self, key: str, path: Path, progress: Progress | None = None) -> None:
-        source = self._path(key)
-        if not source.is_file():
-            raise StoreError(f"{self.url}{key}: no such object")
+        try:
+            src_fd = open_regular(self._source(key), root=self.root)
+        except OSError as exc:
+            raise self._refused(key, exc) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
-            with source.open("rb") as src, os.fdopen(fd, "wb") as dst:
-                while block := src.read(1 << 20):
+            with os.fdopen(src_fd, "rb") as src, os.fdopen(fd, "wb") as dst:
+                # What the file held when opened: a writer still appending cannot keep
+                # this going (the size is checked against the manifest afterwards).
+                remaining = os.fstat(src.fileno()).st_size
+                while remaining > 0 and (block := src.read(min(1 << 20, remaining))):
+                    remaining -= len(block)
                     dst.write(block)
                     if progress is not None:
                         progress(len(block))
@@ -96,15 +124,11 @@ class FileStore(ObjectStore):
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         if not self.root.is_dir():
             return []
-        found = []
-        for dirpath, _, files in os.walk(self.root):
-            for name in files:
-                if name.startswith("."):
-                    continue  # in-flight temp files are not objects
-                full = Path(dirpath) / name
-                key = full.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    found.append(ObjectInfo(key, full.stat().st_size))
+        found = [
+            ObjectInfo(key, size)
+            for key, size in regular_files(self.root)
+            if key.startswith(prefix) and not _TEMP.match(key.rsplit("/", 1)[-1])
+        ]
         return sorted(found, key=lambda o: o.key)
 
     def delete(self, keys: Iterable[str]) -> None:

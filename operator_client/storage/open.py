@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+from ..errors import BadInput
 from .base import ObjectStore, StoreError
 from .keys import join_key
 
@@ -23,6 +24,12 @@ def open_store(
 ) -> ObjectStore:
     """A store rooted at `uri` (s3://bucket/prefix/ or file:///path/). `patience`: how
     many seconds an S3 operation keeps retrying transient failures (s3.DEFAULT_PATIENCE)."""
+    from ..spec.urls import credentials_problem  # the commands that only look never need it
+
+    for url in (uri, endpoint or ""):
+        problem = credentials_problem(url)
+        if problem:
+            raise BadInput(f"{url.split('@')[-1]}: {problem}")
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         from .file import FileStore

@@ -18,6 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import ProtocolError
 
+from ..untrusted import MAX_DOCUMENT
 from .base import ObjectInfo, ObjectStore, Progress, StoreError
 from .keys import join_key
 
@@ -156,10 +157,13 @@ class S3Store(ObjectStore):
 
         return self._retrying(key, create)
 
-    def get_bytes(self, key: str) -> bytes:
+    def get_bytes(self, key: str, limit: int = MAX_DOCUMENT) -> bytes:
         def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            body: bytes = response["Body"].read()
+            if response["ContentLength"] > limit:
+                response["Body"].close()
+                raise StoreError(f"{self.url}{key}: larger than {limit} bytes; not reading it")
+            body: bytes = response["Body"].read(limit + 1)
             return body
 
         return self._retrying(key, get)

@@ -26,7 +26,7 @@ from ...errors import BadInput, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
-from ...kubeflow.workload import WorkloadError, workload_of
+from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
 from ...storage import StoreError
@@ -48,8 +48,8 @@ from ..base import (
     pick,
     replica_count,
 )
-from . import chaos, pod_processes
-from .jobdir import JobDir, write_json
+from . import chaos, file_store, pod_processes
+from .jobdir import JobDir, LocalReplica, write_json
 from .launch import load_mode, save_mode
 from .local_env import replica_command, replica_env
 from .logs import LogFollower
@@ -148,11 +148,25 @@ class LocalBackend(Backend):
                 )
             ]
         findings = []
+        too_many = _process_problem(workload)
+        if too_many:
+            findings.append(Finding("error", too_many, bad_input=True))
         try:
             restart_delays(env)
         except ValueError as exc:
             findings.append(Finding("error", str(exc), bad_input=True))
         location = StorageLocation.of(manifest)
+        stores = file_store.roots(location.root) if location else None
+        refused = file_store.store_problem(stores[0]) if stores else None
+        if refused:
+            findings.append(
+                Finding(
+                    "error",
+                    f"storage file://{stores[0] if stores else ''}: a local run cannot use "
+                    f"it: {refused} (or give --storage)",
+                    bad_input=True,
+                )
+            )
         try:
             mode = choose(self._requested(), location.endpoint if location else None)
             findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
@@ -204,6 +218,7 @@ class LocalBackend(Backend):
             mode = choose(self._requested(), location.endpoint if location else None)
         except OSError as exc:
             raise LocalJobError(f"{exc}; run as processes with {MODE_ENV}=process") from None
+        _claim_store(manifest, mode.sandboxed)
         shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
@@ -256,21 +271,31 @@ class LocalBackend(Backend):
         if runs_as is None:
             runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
         body = job.status()
-        local = body.get("local", {})
+        broken: str | None = None
+        try:
+            local = job.local_status(body)
+        except ValueError as exc:
+            local, broken = None, f"its status file is not one a supervisor writes ({exc})"
         name, kind = manifest["metadata"]["name"], kind_of(manifest)
         conditions = conditions_of(body)
         # The supervisor's state machine says it for every kind (a TrainJob has no
         # Created or Running condition).
-        state = local.get("state") or lc.job_state(conditions)
-        message = local.get("message") or (
+        state = local.state if local else lc.job_state(conditions)
+        message = (local.message if local else "") or (
             conditions[-1].message if conditions else "the supervisor is starting"
         )
         alive = job.supervisor_alive()
         if body and state not in lc.ENDED and not alive:
             state, message = lc.UNKNOWN, f"the local supervisor died; see {job.supervisor_log}"
-        replicas = local.get("replicas") or [
-            {"name": r.name, "phase": r.phase, "restarts": 0} for r in lc.replicas_of(manifest)
-        ]
+        if broken:
+            state, message = lc.UNKNOWN, broken
+        replicas = (
+            local.replicas
+            if local
+            else tuple(
+                LocalReplica(r.name, r.type, r.index, r.phase) for r in lc.replicas_of(manifest)
+            )
+        )
         return JobView(
             backend=self.name,
             name=name,
@@ -281,12 +306,12 @@ class LocalBackend(Backend):
             replicas=tuple(_replica(kind, name, r) for r in replicas),
             nodes=replica_count(manifest),
             created=_mtime(job.manifest_file),
-            started=local.get("started"),
-            completed=local.get("completed"),
+            started=local.started if local else None,
+            completed=local.completed if local else None,
             storage=StorageLocation.of(manifest),
             ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
             runs_as=runs_as,
-            raw={**manifest, "status": body.get("status", {}), "local": local},
+            raw={**manifest, "status": body.get("status", {}), "local": body.get("local", {})},
             kind=kind.kind,
         )
 
@@ -416,6 +441,59 @@ class LocalBackend(Backend):
         return True
 
 
+# A torchrun agent or worker with torch imported holds at least this much memory: this
+# machine cannot run more processes than its available memory holds of them.
+PROCESS_MEMORY_FLOOR = 128 << 20
+
+
+def _available_memory() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _process_problem(workload: Workload) -> str | None:
+    """Why this machine cannot run the job's processes (None: it can): every replica is
+    a torchrun agent and its workers, all on this machine."""
+    total = 0
+    for group in workload.groups:
+        nproc = workload.operator_env(group.type, 0).get("PET_NPROC_PER_NODE", "1")
+        total += group.count * (1 + (int(nproc) if nproc.isdigit() else 1))
+    capacity = _available_memory() // PROCESS_MEMORY_FLOOR
+    if total > capacity:
+        return (
+            f"{total} processes (every replica's torchrun agent and its workers): this "
+            f"machine's available memory holds at most {capacity} of them "
+            f"({PROCESS_MEMORY_FLOOR >> 20} MiB each); lower spec.processesPerNode or "
+            "spec.nodes, or run it on a cluster"
+        )
+    return None
+
+
+def _claim_store(manifest: Mapping[str, Any], sandboxed: bool) -> None:
+    """Make the job's file:// store one of kctl-train's, and in pod sandboxes its run
+    directory the pods' own (BadInput saying why not)."""
+    location = StorageLocation.of(manifest)
+    stores = file_store.roots(location.root) if location else None
+    if stores is None:
+        return
+    store, run = stores
+    try:
+        file_store.claim(store)
+        if sandboxed:
+            from .sandbox.podspec import identity
+
+            workload = workload_of(manifest)
+            uid, gid, _ = identity(workload, workload.groups[0].type)
+            file_store.run_directory(run, store, uid, gid)
+    except file_store.StoreRefused as exc:
+        raise BadInput(f"storage file://{store}: a local run cannot use it: {exc}") from None
+
+
 def _names(manifest: Mapping[str, Any]) -> tuple[str, str]:
     meta = manifest["metadata"]
     return meta.get("namespace", "default"), meta["name"]
@@ -428,21 +506,19 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _replica(kind: Kind, job_name: str, r: Mapping[str, Any]) -> Replica:
-    code = r.get("exitCode")
+def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
     problems: tuple[str, ...] = ()
-    if code not in (None, 0):
-        why = f": {r['message']}" if r.get("message") else ""
-        problems = (f"exited with code {code}{why}",)
-    pid = r.get("pid")
+    if r.exit_code not in (None, 0):
+        why = f": {r.message}" if r.message else ""
+        problems = (f"exited with code {r.exit_code}{why}",)
     return Replica(
-        name=r["name"],
-        tag=kind.tag(job_name, r["name"]),
-        phase=r["phase"],
-        restarts=int(r.get("restarts", 0)),
-        exit_code=code,
+        name=r.name,
+        tag=kind.tag(job_name, r.name),
+        phase=r.phase,
+        restarts=r.restarts,
+        exit_code=r.exit_code,
         problems=problems,
-        node=f"{r.get('address', 'localhost')} (pid {pid})" if pid else "-",
+        node=f"{r.address or 'localhost'} (pid {r.pid})" if r.pid else "-",
     )
 
 
@@ -470,8 +546,12 @@ def _kill_orphans(job: JobDir) -> list[int]:
     replica's process group and every process carrying the job's marker, wherever it
     re-parented. A group is only signalled while its leader still runs the replica's
     program (PIDs are reused). Returns the PIDs still alive afterwards."""
-    for replica in job.status().get("local", {}).get("replicas", []):
-        pid = replica.get("pid")
+    try:
+        local = job.local_status()
+    except ValueError:
+        local = None
+    for replica in local.replicas if local else ():
+        pid = replica.pid
         if not pid:
             continue
         cmdline = Path(f"/proc/{pid}/cmdline")

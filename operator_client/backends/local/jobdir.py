@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...runstore.documents import Document
 from ...runstore.location import home
+from ...untrusted import read_json
 
 
 def write_json(path: Path, body: Any) -> None:
@@ -36,6 +38,109 @@ def write_json(path: Path, body: Any) -> None:
         json.dump(body, fh, indent=2, sort_keys=True)
         fh.write("\n")
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class LocalReplica:
+    """One replica as the supervisor last saw it."""
+
+    name: str
+    type: str
+    index: int
+    phase: str
+    restarts: int = 0
+    exit_code: int | None = None
+    message: str | None = None
+    pid: int | None = None
+    log: str = ""
+    address: str | None = None  # in a pod sandbox: its address and network namespace
+    netns: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body = {
+            "name": self.name, "type": self.type, "index": self.index, "phase": self.phase,
+            "restarts": self.restarts, "exitCode": self.exit_code, "message": self.message,
+            "pid": self.pid, "log": self.log,
+        }  # fmt: skip
+        if self.address is not None:
+            body |= {"address": self.address, "netns": self.netns}
+        return body
+
+    @classmethod
+    def from_doc(cls, doc: Document) -> LocalReplica:
+        def optional_count(name: str) -> int | None:
+            return doc.count(name) if doc.has(name) else None
+
+        def optional_text(name: str) -> str | None:
+            return doc.text(name) if doc.has(name) else None
+
+        return cls(
+            name=doc.text("name"),
+            type=doc.text("type"),
+            index=doc.count("index"),
+            phase=doc.text("phase"),
+            restarts=doc.count("restarts"),
+            exit_code=optional_count("exitCode"),
+            message=optional_text("message"),
+            pid=optional_count("pid"),
+            log=doc.text("log") if doc.has("log") else "",
+            address=optional_text("address"),
+            netns=optional_text("netns"),
+        )
+
+
+@dataclass(frozen=True)
+class LocalStatus:
+    """The `local` block of status.json: what the supervisor knows beyond the operator's
+    status (written by supervisor.py, read by backend.py)."""
+
+    state: str
+    message: str
+    supervisor_pid: int
+    mode: str  # pod sandboxes or processes (launch.py), and why
+    why: str
+    memory_limits: str
+    workdir: str
+    counted_restarts: int
+    started: float
+    completed: float | None
+    replicas: tuple[LocalReplica, ...]
+    port: int | None = None  # processes: the job's rendezvous port
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "message": self.message,
+            "supervisorPid": self.supervisor_pid,
+            "mode": self.mode,
+            "why": self.why,
+            "memoryLimits": self.memory_limits,
+            **({"port": self.port} if self.port is not None else {}),
+            "workdir": self.workdir,
+            "countedRestarts": self.counted_restarts,
+            "started": self.started,
+            "completed": self.completed,
+            "replicas": [r.to_json() for r in self.replicas],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LocalStatus:
+        """ValueError naming the field for anything but what the supervisor writes."""
+        doc = Document(raw, "status.json local")
+        return cls(
+            state=doc.text("state"),
+            message=doc.text("message"),
+            supervisor_pid=doc.count("supervisorPid"),
+            mode=doc.text("mode"),
+            why=doc.text("why"),
+            memory_limits=doc.text("memoryLimits"),
+            workdir=doc.text("workdir"),
+            counted_restarts=doc.count("countedRestarts"),
+            started=doc.number("started"),
+            completed=doc.number("completed") if doc.has("completed") else None,
+            replicas=tuple(LocalReplica.from_doc(r) for r in doc.objects("replicas")),
+            port=doc.count("port") if doc.has("port") else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -91,16 +196,23 @@ class JobDir:
         return self.manifest_file.is_file()
 
     def manifest(self) -> dict[str, Any]:
-        body: dict[str, Any] = json.loads(self.manifest_file.read_text())
+        body: dict[str, Any] = read_json(self.manifest_file)
         return body
 
     def status(self) -> dict[str, Any]:
-        """The last status the supervisor wrote ({} before its first write)."""
+        """The last status the supervisor wrote ({} before its first write, or when it is
+        not a JSON object)."""
         try:
-            body: dict[str, Any] = json.loads(self.status_file.read_text())
-            return body
-        except FileNotFoundError:
+            body = read_json(self.status_file)
+        except (FileNotFoundError, ValueError):
             return {}
+        return body if isinstance(body, dict) else {}
+
+    def local_status(self, body: dict[str, Any] | None = None) -> LocalStatus | None:
+        """The `local` block of the status (None before the supervisor's first write);
+        ValueError when it is not what a supervisor writes."""
+        body = self.status() if body is None else body
+        return LocalStatus.from_json(body["local"]) if "local" in body else None
 
     def supervisor_alive(self) -> bool:
         """Whether a supervisor holds this job's lock (robust to PID reuse)."""

@@ -12,7 +12,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from ...contract import KILL
 from ...kubeflow import lifecycle as lc
@@ -51,11 +50,12 @@ class Pods(ABC):
         """The command to start `replica` and that command's environment. `env` is the
         caller's; `extra` goes to every process of the replica."""
 
-    def status(self) -> dict[str, Any]:
-        return {"mode": self.mode.mode, "why": self.mode.why, "memoryLimits": self.mode.memory}
+    # The job's rendezvous port on this machine (processes share its loopback).
+    port: int | None = None
 
-    def replica_status(self, name: str) -> dict[str, Any]:
-        return {}
+    def where(self, name: str) -> tuple[str | None, str | None]:
+        """The replica's address and network namespace (a pod sandbox's; None as a process)."""
+        return None, None
 
     def _known(self, replica: str) -> None:
         names = [r.name for r in lc.replicas_of(self.workload)]
@@ -105,9 +105,6 @@ class ProcessPods(Pods):
         full["PYTHONPATH"] = host_pythonpath(env)
         command = replica_command(self.workload.container(replica.type), bindir())
         return command, full
-
-    def status(self) -> dict[str, Any]:
-        return {**super().status(), "port": self.port}
 
 
 def bindir() -> Path:

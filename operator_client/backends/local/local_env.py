@@ -75,10 +75,13 @@ def replica_env(
     port: int | None = None,
     tmpdir: Path | None = None,
     pod_ip: str | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of one replica's process.
 
-    `base` is the caller's environment (PATH, the virtualenv) without LEAKY_PREFIXES.
+    `base` is what the container starts with (as processes: the caller's environment,
+    without LEAKY_PREFIXES; in a pod sandbox: the image's, host_view.image_env); the
+    Secrets it references are read from `secrets` (default `base`).
     As processes sharing this machine (no `pod_ip`): Service names map to loopback,
     `port` replaces the rendezvous port, `tmpdir` stands in for the pod's own /tmp
     (TMPDIR, and HOME when the container points HOME there). In a pod sandbox
@@ -91,7 +94,9 @@ def replica_env(
     env = {
         **inherited,
         **resolve_env(
-            container, pod_ip=pod_ip or LOOPBACK, secrets=secrets_from_env(container, base)
+            container,
+            pod_ip=pod_ip or LOOPBACK,
+            secrets=secrets_from_env(container, base if secrets is None else secrets),
         ),
         **workload.operator_env(replica.type, replica.index, address=address, port=port),
     }

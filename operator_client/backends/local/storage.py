@@ -1,5 +1,6 @@
 """Which object store a local run uses: the job with that store, before it is rendered
-(the manifest that runs says where its data goes)."""
+(the manifest that runs says where its data goes). What of a file:// store the pods may
+write is file_store.py's."""
 
 from __future__ import annotations
 

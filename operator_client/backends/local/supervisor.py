@@ -25,9 +25,10 @@ from ...contract import TERMINATION_LOG_ENV
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.workload import workload_of
+from ...untrusted import read_tail
 from . import chaos, pod_processes
-from .jobdir import JobDir, write_json
-from .launch import Pods, pods_for
+from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
+from .launch import Pods, load_mode, pods_for
 
 POLL_SECONDS = 0.2
 # A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5
@@ -74,6 +75,7 @@ class Supervisor:
         self.env = dict(env)
         self.delays = restart_delays(env)
         self.pods: Pods | None = None
+        self.mode = load_mode(job)[0]
         self.stop_requested = False
         self.kill_requested = False
         self._written: dict[str, Any] | None = None
@@ -218,11 +220,11 @@ class Supervisor:
 
     def _termination_message(self, name: str) -> str | None:
         """What the replica wrote to its termination log (the kubelet's terminated.message)."""
-        try:
-            text = self.job.termination_log(name).read_text(errors="replace").strip()
+        try:  # the pod wrote it: a regular file, read from its end only
+            text = read_tail(self.job.termination_log(name), 4096).decode(errors="replace")
         except OSError:
             return None
-        return text[-1024:] or None
+        return text.strip()[-1024:] or None
 
     def _reap(self) -> None:
         for name, proc in list(self.procs.items()):
@@ -326,32 +328,41 @@ class Supervisor:
             "status": lc.status_body(
                 self.policy, self.conditions, self.replicas.values(), self.started, self.completed
             ),
-            "local": {
-                "state": lc.job_state(self.conditions),
-                "message": self.conditions[-1].message if self.conditions else "",
-                "supervisorPid": os.getpid(),
-                **(self.pods.status() if self.pods else {}),
-                "workdir": os.getcwd(),
-                "countedRestarts": self.counted_restarts,
-                "started": self.started,
-                "completed": self.completed,
-                "replicas": [
-                    {
-                        "name": r.name,
-                        "type": r.type,
-                        "index": r.index,
-                        "phase": r.phase,
-                        "restarts": r.restarts,
-                        "exitCode": r.exit_code,
-                        "message": r.message,
-                        "pid": self.procs[r.name].pid if r.name in self.procs else None,
-                        "log": str(self.job.log(r.name)),
-                        **(self.pods.replica_status(r.name) if self.pods else {}),
-                    }
-                    for r in self.replicas.values()
-                ],
-            },
+            "local": self.local_status().to_json(),
         }
+
+    def local_status(self) -> LocalStatus:
+        """What the supervisor knows beyond the operator's status."""
+        mode, pods = self.mode, self.pods
+        return LocalStatus(
+            state=lc.job_state(self.conditions),
+            message=self.conditions[-1].message if self.conditions else "",
+            supervisor_pid=os.getpid(),
+            mode=mode.mode,
+            why=mode.why,
+            memory_limits=mode.memory,
+            port=pods.port if pods else None,
+            workdir=os.getcwd(),
+            counted_restarts=self.counted_restarts,
+            started=self.started,
+            completed=self.completed,
+            replicas=tuple(
+                LocalReplica(
+                    name=r.name,
+                    type=r.type,
+                    index=r.index,
+                    phase=r.phase,
+                    restarts=r.restarts,
+                    exit_code=r.exit_code,
+                    message=r.message,
+                    pid=self.procs[r.name].pid if r.name in self.procs else None,
+                    log=str(self.job.log(r.name)),
+                    address=pods.where(r.name)[0] if pods else None,
+                    netns=pods.where(r.name)[1] if pods else None,
+                )
+                for r in self.replicas.values()
+            ),
+        )
 
     def _write(self) -> None:
         body = self.status()

@@ -1,7 +1,9 @@
 """The pods' network on this machine: a bridge per job, and per replica a network
 namespace joined to it by a veth pair, with an address of its own in a /24 made here
-(10.213.0.0/16, never routed anywhere). Nothing is NATed: pods reach each other, and
-the host reaches them at the bridge's address; the store is relayed in (relay.py).
+(10.213.0.0/16, never routed anywhere). Pods reach each other and nothing else: the
+bridge has no address of this machine's (no IPv4, no IPv6 link-local) and the pods have
+no route beyond their /24, so no service of this machine is reachable from a pod. The
+store is relayed into each pod's own loopback (relay.py).
 
 Fault injection works on the host end of a pod's veth: link down (a partition), netem
 (latency, loss).
@@ -90,10 +92,6 @@ class PodNetwork:
     def bridge(self) -> str:
         return f"ktb{self.key}"
 
-    @property
-    def gateway(self) -> str:
-        return str(self.subnet.network_address + 1)
-
     def address(self, pod: str) -> str:
         return str(self.subnet.network_address + 2 + self.pods.index(pod))
 
@@ -115,18 +113,21 @@ class PodNetwork:
         run of the job is removed first)."""
         self.destroy()
         prefix = self.subnet.prefixlen
+        # `addrgenmode none`: no IPv6 link-local address, through which a pod could reach
+        # a service of this machine listening on all addresses.
         ip("link", "add", self.bridge, "type", "bridge")
-        ip("addr", "add", f"{self.gateway}/{prefix}", "dev", self.bridge)
+        ip("link", "set", self.bridge, "addrgenmode", "none")
         ip("link", "set", self.bridge, "up")
         for pod in self.pods:
             ns, veth = self.netns(pod), self.veth(pod)
             ip("netns", "add", ns)
             ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("link", "set", veth, "addrgenmode", "none")
             ip("link", "set", veth, "master", self.bridge, "up")
+            ip("-n", ns, "link", "set", "eth0", "addrgenmode", "none")
             ip("-n", ns, "addr", "add", f"{self.address(pod)}/{prefix}", "dev", "eth0")
             ip("-n", ns, "link", "set", "eth0", "up")
             ip("-n", ns, "link", "set", "lo", "up")
-            ip("-n", ns, "route", "add", "default", "via", self.gateway)
 
     def destroy(self) -> None:
         """Remove what create() made; what is already gone is not an error."""

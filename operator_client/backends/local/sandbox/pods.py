@@ -8,46 +8,34 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from ....contract import HEAL, KILL, PARTITION, SLOW
 from ....kubeflow import lifecycle as lc
 from ....kubeflow.workload import Workload
+from ....runstore.location import home
 from ...base import Fault, ImageRoot, StorageLocation
+from .. import file_store
 from ..jobdir import JobDir
-from ..launch import Launch, Pods, bindir, host_pythonpath
+from ..launch import Launch, Pods, bindir
 from ..local_env import replica_command, replica_env
 from . import cgroups
+from .host_view import HostView, host_view, image_env
 from .network import PodNetwork
 from .podspec import (
     RESOLV_CONF,
     Bind,
     PodSandbox,
     emptydirs,
+    gpu_devices,
     hosts_file,
     identity,
     memory_limit,
+    seccomp_profile,
 )
 from .relay import LoopbackRelay, loopback_port
 from .support import PodsMode
 
 SHIM = "operator_client.backends.local.sandbox.shim"
-CALLER_IDENTITY = ("USER", "LOGNAME", "USERNAME", "LNAME", "MAIL", "SUDO_USER", "SUDO_UID")
-
-
-def file_store_path(root: str) -> Path | None:
-    """The directory of a file:// run root (None for any other store)."""
-    parts = urlsplit(root)
-    return Path(unquote(parts.path)) if parts.scheme == "file" else None
-
-
-def chown_tree(path: Path, uid: int, gid: int) -> None:
-    """Give the pod's user a volume it writes, as the kubelet does with fsGroup."""
-    os.chown(path, uid, gid)
-    for parent, dirs, files in os.walk(path):
-        for name in dirs + files:
-            os.lchown(os.path.join(parent, name), uid, gid)
 
 
 class SandboxPods(Pods):
@@ -68,9 +56,10 @@ class SandboxPods(Pods):
         self.relay = (
             LoopbackRelay(port, [self.network.netns_path(n) for n in names]) if port else None
         )
-        self.store = file_store_path(location.root) if location else None
+        self.store = file_store.roots(location.root) if location else None
+        self.s3 = bool(location and location.root.startswith("s3://"))
         self.heal_at: dict[str, float] = {}
-        self._owned = False
+        self._host: HostView | None = None
 
     def _file(self, name: str, text: str) -> str:
         path = self.job.path / name
@@ -79,21 +68,20 @@ class SandboxPods(Pods):
         return str(path)
 
     def _volumes(self, uid: int, gid: int) -> list[Bind]:
-        """What the pod writes outside its emptyDirs: a file:// store (a shared volume)."""
+        """What the pod writes outside its emptyDirs: its own run directory of a file://
+        store (as a cluster pod has its own volume), nothing else of the store."""
         if self.store is None:
             return []
-        if not self._owned:
-            self.store.mkdir(parents=True, exist_ok=True)
-            chown_tree(self.store, uid, gid)
-            self._owned = True
-        return [Bind(str(self.store), writable=True)]
+        store, run = self.store
+        return [Bind(str(file_store.run_directory(run, store, uid, gid)), writable=True)]
 
-    def _host_image(self) -> list[Bind]:
-        """This machine's root as the image: the Python, the package and the caller's
-        directory (the image's WORKDIR) are shown read-only where they are."""
-        package = Path(__file__).resolve().parents[4]  # where operator_client/ is
-        paths = {sys.prefix, sys.base_prefix, os.getcwd(), str(package)}
-        return [Bind(p) for p in sorted(paths)]
+    def _view(self) -> HostView:
+        """This machine as the image (no image given): computed once per job."""
+        if self._host is None:
+            package = Path(__file__).resolve().parents[4]  # where operator_client/ is
+            private = [home().resolve(), *(self.store[:1] if self.store else [])]
+            self._host = host_view(Path(os.getcwd()), package, private)
+        return self._host
 
     def launch(
         self, replica: lc.Replica, env: Mapping[str, str], extra: Mapping[str, str]
@@ -107,28 +95,33 @@ class SandboxPods(Pods):
         os.chown(termination, uid, gid)
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
         address = self.network.address(replica.name)
-        if self.image is None:
-            # The caller's environment, but not who the caller is: the pod has its own user.
-            base: Mapping[str, str] = {k: v for k, v in env.items() if k not in CALLER_IDENTITY}
-            command = replica_command(container, bindir())
-            binds += self._host_image()
-            workdir = os.getcwd()
-        else:
-            base = self.image.env
+        # The pod's env is its image's and its manifest's, never the caller's shell.
+        identity_needed = self.s3 and not any(
+            e.get("name") == "AWS_ACCESS_KEY_ID" for e in container.get("env", [])
+        )
+        base = image_env(
+            env, self.image.env if self.image else None, ambient_identity=identity_needed
+        )
+        view = None if self.image else self._view()
+        if view is None:
             command = [*container.get("command", []), *container.get("args", [])]
-            workdir = self.image.workdir
-        pod_env = replica_env(self.workload, replica, base=base, pod_ip=address)
-        if self.image is None:
-            pod_env["PYTHONPATH"] = host_pythonpath(env)
-            # The image's PATH starts with its Python: here, the one running kctl-train.
-            pod_env["PATH"] = os.pathsep.join(p for p in (str(bindir()), env.get("PATH")) if p)
+            workdir = self.image.workdir if self.image else "/"
+        else:
+            command = replica_command(container, bindir())
+            binds += view.binds
+            workdir = os.getcwd()
+        pod_env = replica_env(self.workload, replica, base=base, pod_ip=address, secrets=env)
+        pod_env["HOSTNAME"] = replica.name  # as the container runtime sets it
+        if view is not None:
+            # The working directory plays the image's WORKDIR: its modules are importable.
+            pod_env["PYTHONPATH"] = os.getcwd()
         pod_env.update(extra)
         if any("\0" in text for text in [*pod_env, *pod_env.values(), *command]):
             raise ValueError("embedded null byte in the container's env or command")
         pod = PodSandbox(
             pod=replica.name,
             netns=str(self.network.netns_path(replica.name)),
-            rootfs=self.image.path if self.image else "/",
+            rootfs=self.image.path if self.image else None,
             stage=str(pod_dir / "root"),
             uid=uid,
             gid=gid,
@@ -142,6 +135,10 @@ class SandboxPods(Pods):
             termination_log=str(termination),
             env=pod_env,
             command=tuple(command),
+            links=view.links if view else {},
+            hidden=view.hidden if view else (),
+            devices=gpu_devices(self.workload, replica.type),
+            seccomp=seccomp_profile(self.workload, replica.type),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())
@@ -150,8 +147,8 @@ class SandboxPods(Pods):
         # to report the exit and remove the pod's cgroup.
         return [sys.executable, "-m", SHIM, str(description)], {"PATH": env.get("PATH", "")}
 
-    def replica_status(self, name: str) -> dict[str, Any]:
-        return {"address": self.network.address(name), "netns": self.network.netns(name)}
+    def where(self, name: str) -> tuple[str | None, str | None]:
+        return self.network.address(name), self.network.netns(name)
 
     def fault(self, fault: Fault) -> str:
         if fault.action == KILL:

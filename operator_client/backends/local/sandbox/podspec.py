@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from ....kubeflow.workload import Workload
 from ....spec.units import parse_quantity
+from .seccomp import RUNTIME_DEFAULT, UNCONFINED
 
 # A pod without runAsUser runs as the image's user; the trainer image's is 10001.
 DEFAULT_UID = 10001
@@ -40,7 +42,9 @@ class Tmpfs:
 class PodSandbox:
     pod: str  # the hostname, as the pod's name is on a cluster
     netns: str  # the network namespace to join (a path under /run/netns)
-    rootfs: str  # "/" for the host's root, or an image's root filesystem
+    # An image's root filesystem; None: an empty root holding only `binds` and `links`
+    # (this machine's Python standing in for the image, host_view.py).
+    rootfs: str | None
     stage: str  # an empty directory where the sandbox's root is assembled
     uid: int
     gid: int
@@ -54,6 +58,10 @@ class PodSandbox:
     termination_log: str = ""
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] = ()
+    links: dict[str, str] = field(default_factory=dict)  # symlinks made in an empty root
+    hidden: tuple[str, ...] = ()  # paths under binds shown empty (secrets by name)
+    devices: tuple[str, ...] = ()  # device nodes beyond the basic ones (GPUs)
+    seccomp: str = "RuntimeDefault"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -63,7 +71,8 @@ class PodSandbox:
         raw = json.loads(text)
         raw["tmpfs"] = tuple(Tmpfs(**t) for t in raw["tmpfs"])
         raw["binds"] = tuple(Bind(**b) for b in raw["binds"])
-        raw["command"] = tuple(raw["command"])
+        for name in ("command", "hidden", "devices"):
+            raw[name] = tuple(raw[name])
         return cls(**raw)
 
 
@@ -96,6 +105,34 @@ def identity(workload: Workload, replica_type: str) -> tuple[int, int, bool]:
     uid = int(container.get("runAsUser", pod.get("runAsUser", DEFAULT_UID)))
     gid = int(container.get("runAsGroup", pod.get("runAsGroup", uid)))
     return uid, gid, bool(container.get("readOnlyRootFilesystem", False))
+
+
+def seccomp_profile(workload: Workload, replica_type: str) -> str:
+    """The container's seccomp profile type (the container's wins over the pod's; none:
+    Unconfined, Kubernetes' default). ValueError for a Localhost profile: it names a file on
+    the cluster's nodes."""
+    pod = workload.pod_spec(replica_type).get("securityContext", {})
+    container = workload.container(replica_type).get("securityContext", {})
+    profile = container.get("seccompProfile") or pod.get("seccompProfile") or {}
+    kind = str(profile.get("type", UNCONFINED))
+    if kind not in (RUNTIME_DEFAULT, UNCONFINED):
+        raise ValueError(
+            f"seccompProfile {kind}: a local run applies RuntimeDefault or Unconfined only "
+            "(a Localhost profile is a file on the cluster's nodes)"
+        )
+    return kind
+
+
+def gpu_devices(workload: Workload, replica_type: str, dev: Path = Path("/dev")) -> tuple[str, ...]:
+    """The GPU device nodes a container that requests GPUs gets (what the device plugin
+    mounts): NVIDIA's and the DRI render nodes of this machine."""
+    resources = workload.container(replica_type).get("resources", {})
+    wanted = {**resources.get("requests", {}), **resources.get("limits", {})}
+    if not any("gpu" in name.lower() and str(count) not in ("0", "") for name, count in
+               wanted.items()):  # fmt: skip
+        return ()
+    found = [*dev.glob("nvidia*"), *dev.glob("nvidia-caps/*"), *dev.glob("dri/*")]
+    return tuple(sorted(str(p) for p in found if p.is_char_device()))
 
 
 def memory_limit(workload: Workload, replica_type: str) -> int | None:

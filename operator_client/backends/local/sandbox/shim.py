@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import cgroups, linux
+from . import cgroups, linux, seccomp
 from .podspec import PodSandbox
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -84,25 +84,77 @@ def expose(root: Path, path: str, uid: int, gid: int, made: set[str]) -> None:
     linux.mount(path, target, None, linux.MS_BIND)
 
 
+# The device nodes every container gets (a container runtime's default /dev).
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+DEV_LINKS = {"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0",
+             "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2"}  # fmt: skip
+
+
+def _devices(root: Path, extra: tuple[str, ...]) -> None:
+    """A /dev of its own: a tmpfs with the basic device nodes (and the GPUs the container
+    requests) bound from this machine, nothing else of this machine's /dev."""
+    dev = root / "dev"
+    dev.mkdir(exist_ok=True)
+    linux.mount("tmpfs", dev, "tmpfs", linux.MS_NOSUID, "mode=755")
+    for node in (*DEVICES, *extra):
+        if os.path.exists(node):
+            target = _inside(root, node)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+            linux.mount(node, target, None, linux.MS_BIND)
+    for link, to in DEV_LINKS.items():
+        _inside(root, link).symlink_to(to)
+
+
+def _hide(root: Path, path: str) -> None:
+    """Show `path` empty: a directory as an empty tmpfs (what is shown below it is
+    mounted on it), a file as /dev/null."""
+    target = _inside(root, path)
+    if target.is_symlink() or not target.exists():
+        return
+    if target.is_dir():
+        _tmpfs(target, "mode=755")
+    else:
+        linux.mount("/dev/null", target, None, linux.MS_BIND)
+
+
 def build_root(pod: PodSandbox) -> Path:
-    """Assemble the pod's root at `pod.stage` (in this process's private mount namespace)."""
+    """Assemble the pod's root at `pod.stage` (in this process's private mount namespace):
+    an image's root filesystem, or an empty root holding only what pod.binds show."""
     os.umask(0o022)
     root = Path(pod.stage)
     linux.mount("none", Path("/"), None, linux.MS_REC | linux.MS_PRIVATE)
-    linux.mount(pod.rootfs, root, None, linux.MS_BIND | linux.MS_REC)
-    if os.path.realpath(pod.rootfs) != "/":
-        linux.mount("/dev", root / "dev", None, linux.MS_BIND | linux.MS_REC)
     made: set[str] = set()
+    if pod.rootfs is not None:
+        linux.mount(pod.rootfs, root, None, linux.MS_BIND | linux.MS_REC)
+    else:
+        _tmpfs(root, "mode=755")
+        made.add("/")
+        for mount_point in ("proc", "sys"):
+            (root / mount_point).mkdir()
+        for path, to in sorted(pod.links.items()):
+            target = _inside(root, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(to)
+    _devices(root, pod.devices)
+    made.add("/dev")
     for tmpfs in pod.tmpfs:
         target = _inside(root, tmpfs.target)
         target.mkdir(parents=True, exist_ok=True)
         size = f",size={tmpfs.size}" if tmpfs.size else ""
         _tmpfs(target, f"mode=1777{size}")
         made.add(tmpfs.target)
-    # Parents first: a path below another is shown on top of it, not hidden under it.
+    # Parents first: a path below another is shown on top of it, not hidden under it; a
+    # hidden path after what shows it and before what is mounted below it.
     # Not recursive: what is mounted below a path on this machine is not the pod's.
-    for bind in sorted(pod.binds, key=lambda b: len(Path(b.path).parts)):
-        expose(root, bind.path, pod.uid, pod.gid, made)
+    shown = [(len(Path(b.path).parts), 0, b.path) for b in pod.binds]
+    shown += [(len(Path(h).parts), 1, h) for h in pod.hidden]
+    for _, hide, path in sorted(shown):
+        if hide:
+            _hide(root, path)
+            made.add(path)
+        else:
+            expose(root, path, pod.uid, pod.gid, made)
     # As a container runtime does, the working directory is made when the image lacks it.
     _inside(root, pod.workdir).mkdir(parents=True, exist_ok=True)
     for path, source in sorted(pod.files.items()):
@@ -123,11 +175,13 @@ def _container(pod: PodSandbox, ready: int) -> None:
     try:
         os.read(ready, 1)  # placed in the cgroup
         os.close(ready)
+        load_seccomp = seccomp.prepare(pod.seccomp)
         root = build_root(pod)
         linux.sethostname(pod.pod)
         os.chroot(root)
         os.chdir(pod.workdir)
         linux.drop_privileges(pod.uid, pod.gid)
+        load_seccomp()
         os.execvpe(pod.command[0], list(pod.command), pod.env)
     except BaseException as exc:
         message = f"the pod sandbox did not start: {exc}"

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from . import cgroups
+from . import cgroups, seccomp
 from .relay import loopback_port
 
 SANDBOX, PROCESS, AUTO = "sandbox", "process", "auto"
@@ -53,7 +53,7 @@ def why_not() -> str | None:
         return "not root: pod sandboxes need root (namespaces, mounts, uid changes)"
     if shutil.which("ip") is None:
         return "iproute2 is not installed (apt-get install iproute2)"
-    return _probe()
+    return seccomp.why_not() or _probe()
 
 
 @dataclass(frozen=True)
