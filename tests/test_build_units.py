@@ -456,3 +456,49 @@ def test_bad_build_arguments_are_clear_errors(
         timeout=60,
     )
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_secrets_named_by_their_kind_never_go_in(tmp_path: Path) -> None:
+    names = ["service-account.json", "gcp-key.json", "prod.kubeconfig", ".pgpass",
+             "terraform.tfstate", "infra/terraform.tfstate.backup"]  # fmt: skip
+    workspace = ws.scan(make(tmp_path, {**{n: "x\n" for n in names}, "train.py": ""}))
+    assert paths(workspace) == ["train.py"]
+    assert sorted(workspace.secrets) == sorted(names)
+
+
+def _build(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kctl-train build` where no builder is installed: what it refuses before building."""
+    bindir = Path(sys.executable).parent
+    return subprocess.run(
+        [str(bindir / "kctl-train"), "build", "--base", "trainer:1", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": str(bindir), "HOME": str(tmp_path), "NO_COLOR": "1"},
+        timeout=120,
+    )
+
+
+def test_a_secret_found_by_content_is_refused_with_its_file_and_line(tmp_path: Path) -> None:
+    make(tmp_path, {
+        "train.py": "import os\n",
+        "conf/settings.py": "REGION = 'eu'\nKEY_ID = 'AKIAIOSFODNN7EXAMPLE'\n",
+        "deploy/id.txt": "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n",
+        "golden.yaml": "annotations: {spec-hash: " + "ab12" * 16 + "}\ncredentialsSecret: s3\n",
+    })  # fmt: skip
+    done = _build(tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "conf/settings.py:2: AWS Access Key" in done.stderr
+    assert "deploy/id.txt:1: Private Key" in done.stderr
+    assert "golden.yaml" not in done.stderr  # a hash and a Secret's name are not secrets
+    done = _build(tmp_path, "--allow-secret", "conf/settings.py", "--allow-secret", "deploy/id.txt")
+    # Allowed: the build goes on to the next step (here: no builder on this PATH).
+    assert done.returncode == 2 and "no image builder here" in done.stderr, done.stderr
+    assert "shipped although they look like secrets" in done.stderr
+
+
+def test_an_image_name_longer_than_the_grammar_allows_is_refused() -> None:
+    with pytest.raises(BadInput, match=r"\(100008 characters\): an image name has at most 255"):
+        ImageRef.parse("ghcr.io/" + "a" * 100_000)
+    with pytest.raises(BadInput, match="at most 255"):
+        ImageRef.parse("ghcr.io/" + "a" * 250)

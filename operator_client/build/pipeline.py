@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadBaseImage, BuildError, RegistryError
+from . import secrets
 from . import workspace as ws
 from .builders import Builder, choose
 from .pip_config import pip_paths
@@ -45,6 +46,7 @@ class BuildRequest:
     builder: str | None = None
     registry_auth: str | None = None
     max_bytes: int = ws.DEFAULT_MAX_BYTES
+    allow_secrets: tuple[str, ...] = ()  # files shipped although their content looks secret
 
 
 @dataclass
@@ -72,11 +74,16 @@ def build_image(
     times: dict[str, float] = {}
     start = time.monotonic()
     workspace = ws.scan(request.directory.resolve(), max_bytes=request.max_bytes)
-    times["scan"] = time.monotonic() - start
     say(f"workspace {workspace.root}: {workspace.summary()}")
     if workspace.secrets:
         more = " …" if len(workspace.secrets) > 10 else ""
         say("left out as secrets: " + ", ".join(workspace.secrets[:10]) + more)
+    found = secrets.scan(workspace)
+    secrets.refuse(found, request.allow_secrets)
+    if found:
+        say("shipped although they look like secrets (--allow-secret): "
+            + ", ".join(sorted({f.path for f in found})))  # fmt: skip
+    times["scan"] = time.monotonic() - start
     builder = choose(request.builder)
     say(f"builder: {builder.name} ({builder.why})")
     files = auth_files(request.registry_auth)

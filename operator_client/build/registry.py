@@ -29,6 +29,8 @@ MANIFEST_TYPES = ", ".join(
     )
 )
 TIMEOUT = 30
+# The distribution reference grammar: a name (registry and path) of at most 255 characters.
+MAX_NAME = 255
 _REFERENCE = re.compile(
     r"^(?P<name>[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
@@ -48,7 +50,13 @@ class ImageRef:
     def parse(cls, text: str) -> ImageRef:
         """Docker's grammar: the first component is a registry when it has a dot or a
         port or is localhost; else the image is on Docker Hub (library/ for one name)."""
-        m = _REFERENCE.match(text.strip())
+        # Name, ":" and a tag of at most 128, "@sha256:" and 64 hex digits.
+        m = _REFERENCE.match(text.strip()) if len(text.strip()) <= MAX_NAME + 201 else None
+        if len(m["name"] if m else text.strip().split(":")[0]) > MAX_NAME:
+            raise BadInput(
+                f"{text[:60]!r}… ({len(text)} characters): an image name has at most "
+                f"{MAX_NAME} characters (the registry's reference grammar)"
+            )
         if m is None:
             raise BadInput(
                 f"{text!r} is not an image reference; use REGISTRY/PATH[:TAG], e.g. "

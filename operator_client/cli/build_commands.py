@@ -31,6 +31,7 @@ def run_build(
             builder=args.builder,
             registry_auth=args.registry_auth,
             max_bytes=args.max_size,
+            allow_secrets=tuple(args.allow_secret),
             say=status.print,
             line=lambda text: status.update(f"  {text[:160]}"),
         )

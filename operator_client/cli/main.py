@@ -136,6 +136,14 @@ def add_build_flags(cmd: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="refuse a workspace bigger than this (default: 512Mi)",
     )
+    cmd.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="ship this file (relative to the directory) although its content looks like a "
+        "secret (repeatable)",
+    )
 
 
 def size(text: str) -> int:

@@ -136,13 +136,15 @@ class Client:
         builder: str | None = None,
         registry_auth: str | None = None,
         max_bytes: int | None = None,
+        allow_secrets: tuple[str, ...] = (),
         say: Callable[[str], None] | None = None,
         line: Callable[[str], None] | None = None,
     ) -> BuiltImage:
         """Build `directory` (the user's code) onto `base`, else the job's spec.image, as
         `repository:<content hash>`; push it when `repository` is given. Nothing is built
         or pushed when that tag exists already. Pass the result to apply(image=...).
-        `say` gets each step, `line` each line the builder prints (docs/BUILD.md)."""
+        A file whose content looks like a secret is refused unless `allow_secrets` names
+        it. `say` gets each step, `line` each line the builder prints (docs/BUILD.md)."""
         from ..build import BuildRequest, build_image
         from ..build.workspace import DEFAULT_MAX_BYTES
 
@@ -159,6 +161,7 @@ class Client:
             builder,
             registry_auth,
             max_bytes or DEFAULT_MAX_BYTES,
+            allow_secrets,
         )
         quiet: Callable[[str], None] = lambda _: None  # noqa: E731
         return build_image(request, say or quiet, line or quiet)
