@@ -82,7 +82,7 @@ image-test: $(STAMP) image
 bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/first_step.py
-	$(BIN)/python bench/checkpoint_upload.py
+	$(BIN)/python bench/checkpoint_stall.py
 	$(BIN)/python bench/aggregate.py
 	$(BIN)/python bench/collect_transfer.py
 	$(BIN)/python bench/hostile_input.py

@@ -5,9 +5,13 @@
     (goal >= 0.98);
 (b) the pynvml monitor for real during (a): its per-GPU summary;
 (c) the checkpoint publish overhead: runtime samples/s with a checkpoint every 100 steps
-    against one never (publishing runs in the background; goal >= 0.98).
+    against one never (publishing runs in the background; goal >= 0.98);
+(d) the heavy model (bench/heavy_model.py: 100M parameters, bf16-mixed, Adam; 1.2 GB of
+    state a checkpoint) through the runtime, a checkpoint every 100 steps vs none: mean
+    and median step, the step-time ratio, and each save's training-thread stall and write
+    time from metrics/checkpoints.csv (issue 21: the stall that was ~3 s per save).
 
-One prepared run, about 3 minutes on an H200. Prints figures; asserts nothing. Without a
+One prepared run, about 5 minutes on an H200. Prints figures; asserts nothing. Without a
 GPU it says so and exits 0.  Usage: python bench/gpu.py [STEPS]
 """
 
@@ -153,8 +157,41 @@ def main() -> int:
     print("(c) checkpoint publish overhead (every 100 steps vs never):")
     print(f"    runtime, no checkpoints    {quiet:12.1f}")
     print(f"    runtime, every 100 steps   {ours:12.1f}   ratio {ours / quiet:.3f} (goal >= 0.98)")
-    print(f"total {took:.0f} s")
+    print("(d) the 100M-parameter model, bf16-mixed, a checkpoint every 100 steps vs none:")
+    for line in heavy(steps):
+        print("    " + line)
+    print(f"total {time.monotonic() - start:.0f} s (a-c: {took:.0f} s)")
     return 0
+
+
+def heavy(steps: int) -> list[str]:
+    """(d): the heavy model's step times with and without checkpoints, and its saves."""
+    import statistics
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from checkpoint_stall import run, saves_of
+
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        quiet = run(tmp, "none", "store-none", steps, 10**9, gpu=True)
+        ckpt = run(tmp, "ckpt", "store-ckpt", steps, 100, gpu=True)
+        saves = saves_of(tmp)
+    q, c = quiet["durations"], ckpt["durations"]
+    assert isinstance(q, list) and isinstance(c, list)
+    lines = [
+        f"no checkpoints: mean step {statistics.mean(q) * 1e3:.1f} ms, median "
+        f"{statistics.median(q) * 1e3:.1f} ms",
+        f"every 100:      mean step {statistics.mean(c) * 1e3:.1f} ms, median "
+        f"{statistics.median(c) * 1e3:.1f} ms, slowest {max(c):.2f} s; ratio "
+        f"{statistics.mean(c) / statistics.mean(q):.3f} (goal <= 1.05)",
+    ]
+    for row in saves:
+        lines.append(
+            f"save at step {row['step']}: {int(row['bytes']) / 2**30:.2f} GiB, training stalled "
+            f"{float(row['stall_s']):.3f} s, written {float(row['write_s']):.2f} s, committed "
+            f"{float(row['commit_s']):.2f} s after"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -92,9 +92,23 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert summary["complete"] and summary["success"]["step"] == 300
     assert summary["checkpoints"][0]["step"] == 300 and not summary["problems"]
     assert summary["outputs"]["val"]["rebuilt"] is False
-    assert (results / "checkpoints/step-000000000300/model.ckpt").is_file()
+    # Sharded: DCP's metadata and one share per rank (a world of 2), all verified.
+    shards = sorted(p.name for p in (results / "checkpoints/step-000000000300").iterdir())
+    assert shards == [".metadata", "MANIFEST.json", "__0_0.distcp", "__1_0.distcp"], shards
+    # ... and as one file any Lightning loads, on request.
+    out = kctl("collect", "quickstart", "--local", "--consolidate", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    import torch
+
+    whole = torch.load(results / "checkpoints/step-000000000300/model.ckpt", weights_only=False)
+    assert whole["global_step"] == 300 and set(whole["state_dict"]) == {
+        "layer.weight",
+        "layer.bias",
+    }
+    assert whole["optimizer_states"][0]["param_groups"][0]["params"] == [0, 1]
     assert (results / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "final val_loss" in out.stdout and "best checkpoint" in out.stdout
+    assert "checkpoint stall" in out.stdout and "over 3 saves" in out.stdout
     assert_each_sample_once_per_epoch(results / "outputs/val/all.csv")
 
     body = status_of("quickstart", env, tmp_path)

@@ -302,7 +302,12 @@ def test_runtime_gets_the_whole_spec_inside_the_one_object() -> None:
     m = render(loaded.job)
     carried = json.loads(env(m)["KCTL_TRAIN_SPEC"])
     assert carried["spec"]["nodes"] == 2
-    assert carried["spec"]["checkpoint"] == {"every": "30m", "keep": 3, "resume": "auto"}
+    assert carried["spec"]["checkpoint"] == {
+        "every": "30m",
+        "keep": 3,
+        "resume": "auto",
+        "whenBusy": "wait",
+    }
     assert carried == json.loads(env(m, "Worker")["KCTL_TRAIN_SPEC"])
     c = container(m)
     assert c["name"] == "pytorch"

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import time
 from collections import Counter
@@ -15,9 +16,11 @@ from typing import Any
 
 import pytest
 
+from operator_client.client.grace import grace_warning
 from operator_client.render import render
-from operator_client.runstore import checkpoints
+from operator_client.runstore import checkpoint_log, checkpoints
 from operator_client.spec import load_job_text
+from operator_client.spec.units import Duration
 from operator_client.storage import ObjectStore, open_store, run_root
 
 from . import replicas as R
@@ -191,6 +194,30 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     assert committed and committed[0].step >= 30, logs(reps)
     assert committed[0].world_size == 3
     assert not store.exists("_SUCCESS")
+    # The same path as every save, every rank writing a share; its commit time reported.
+    assert {m.name for m in committed[0].members} == {
+        ".metadata",
+        *(f"__{r}_0.distcp" for r in range(3)),
+    }
+    assert re.search(
+        r"emergency checkpoint checkpoints/step-\d+ committed [\d.]+s after", reps[0].text()
+    )
+    (saved,) = [r for r in checkpoint_log.read(store) if r["emergency"] == "1"]
+    assert int(saved["step"]) == committed[0].step
+    # A grace period shorter than that save is a warning at apply.
+    slow = {**saved, "write_s": "45"}
+    checkpoint_log.write(store, [slow])
+    spec = load_job_text(job_yaml("preempt", f"  command: [x]\n  storage: {{uri: '{uri}'}}\n"
+                                  "  fault: {terminationGracePeriod: 30s}\n")).job  # fmt: skip
+    warning = grace_warning(spec, "job.yaml")
+    assert warning is not None and "30s is shorter than this run's emergency checkpoint" in (
+        warning.message
+    )
+    patient = spec.spec.fault.model_copy(
+        update={"termination_grace_period": Duration.parse("120s")}
+    )
+    patient_job = spec.model_copy(update={"spec": spec.spec.model_copy(update={"fault": patient})})
+    assert grace_warning(patient_job, "job.yaml") is None
 
 
 def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> None:
@@ -200,37 +227,12 @@ def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> 
     assert R.wait(R.start(first, tmp_path / "a")) == [0]
     store = store_of(first, uri)
     assert [m.step for m in checkpoints.committed(store)] == [40, 20]
-    store.put_bytes("checkpoints/step-000000000040/model.ckpt", b"not a checkpoint")
+    store.put_bytes("checkpoints/step-000000000040/__0_0.distcp", b"not a checkpoint")
     second = job("corrupt", f"{{uri: '{uri}'}}", nodes="1", steps=60, every=20)
     (tmp_path / "b").mkdir()
     reps = R.start(second, tmp_path / "b")
     assert R.wait(reps) == [0], logs(reps)
     text = reps[0].text()
-    assert "step-000000000040: model.ckpt does not match its manifest" in text
+    assert "step-000000000040: __0_0.distcp does not match its manifest" in text
     assert "resuming from checkpoints/step-000000000020 (step 20" in text
-    assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60
-
-
-def test_resume_with_a_different_world_size(tmp_path: Path) -> None:
-    uri = (tmp_path / "store").as_uri()
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    small = job("resize", f"{{uri: '{uri}'}}", nodes="1", steps=40, every=20)
-    reps = R.start(small, tmp_path / "a")
-    assert R.wait(reps) == [0], logs(reps)
-    larger = job(
-        "resize",
-        f"{{uri: '{uri}'}}",
-        nodes="1",
-        steps=60,
-        every=20,
-        extra="  processesPerNode: 2\n",
-    )
-    reps = R.start(larger, tmp_path / "b")
-    assert R.wait(reps) == [0], logs(reps)
-    assert "resuming from checkpoints/step-000000000040 (step 40, saved by a world of 1)" in (
-        reps[0].text()
-    )
-    store = store_of(larger, uri)
-    assert checkpoints.committed(store)[0].world_size == 2
     assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60

@@ -267,6 +267,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
                 to=args.to,
                 endpoint=args.endpoint,
                 all_checkpoints=args.all_checkpoints,
+                consolidate=args.consolidate,
                 concurrency=args.concurrency,
                 progress=display,
             ),
@@ -277,6 +278,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
         lambda display: handle.collect(
             args.to,
             all_checkpoints=args.all_checkpoints,
+            consolidate=args.consolidate,
             concurrency=args.concurrency,
             endpoint=args.endpoint,
             progress=display,

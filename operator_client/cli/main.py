@@ -335,6 +335,11 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="S3 endpoint: with --from, or instead of the job's (an in-cluster one)",
     )
     collect.add_argument("--all-checkpoints", action="store_true")
+    collect.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="also write each collected sharded checkpoint as one model.ckpt (needs torch)",
+    )
     collect.add_argument("--concurrency", type=int, default=16, metavar="N")
     collect.set_defaults(handler="collect_cmd")
 

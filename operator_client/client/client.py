@@ -19,6 +19,7 @@ from ..backends.base import Backend, Finding, JobView
 from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run
+from .grace import grace_warning
 from .handle import JobHandle
 from .jobs import load, with_namespace
 
@@ -103,6 +104,8 @@ class Client:
         warnings = loaded.warnings
         if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
             warnings = [w for w in warnings if w.path != "spec.storage"]
+        if dry_run != "client" and (grace := grace_warning(prepared, loaded.source)):
+            warnings = [*warnings, grace]
         manifest = render(prepared)
         problems = admission_errors(manifest)
         if problems:  # a renderer bug, never the user's
@@ -221,6 +224,7 @@ class Client:
         to: str | Path | None = None,
         endpoint: str | None = None,
         all_checkpoints: bool = False,
+        consolidate: bool = False,
         concurrency: int = 16,
         progress: Any = None,
     ) -> Collected:
@@ -235,6 +239,7 @@ class Client:
             Path(to) if to is not None else Path("results") / name,
             job,
             all_checkpoints=all_checkpoints,
+            consolidate=consolidate,
             concurrency=concurrency,
             progress=progress,
         )

@@ -3,11 +3,14 @@ and `kctl-train collect` do, whichever backend ran the job."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import BadInput
+from ..runstore.checkpoints import DCP, MODEL_FILE
 from ..storage import ObjectStore
 
 
@@ -28,12 +31,14 @@ def collect_run(
     job: Mapping[str, Any],
     *,
     all_checkpoints: bool = False,
+    consolidate: bool = False,
     concurrency: int = 16,
     progress: Any = None,
 ) -> Collected:
     """Download the run's committed objects into dest (verified, resumable), then write
-    summary.json, report.png and report.txt. `job` describes the job in the summary."""
-    from ..collect.collect import collect
+    summary.json, report.png and report.txt. `job` describes the job in the summary.
+    `consolidate`: each sharded checkpoint collected is also written as one model.ckpt."""
+    from ..collect.collect import SUMMARY, collect
     from ..collect.report import write
 
     result = collect(
@@ -44,5 +49,25 @@ def collect_run(
         progress=progress,
         describe={"job": dict(job)},
     )
+    if consolidate:
+        _consolidate(dest, result.summary)
+        (dest / SUMMARY).write_text(json.dumps(result.summary, indent=2, sort_keys=True) + "\n")
     _, _, txt = write(dest)
     return Collected(dest, list(result.problems), txt.read_text(), result.summary)
+
+
+def _consolidate(dest: Path, summary: Mapping[str, Any]) -> None:
+    """Each collected sharded checkpoint also as one file any Lightning loads."""
+    sharded = [c for c in summary["checkpoints"] if c.get("format") == DCP]
+    if not sharded:
+        return
+    try:
+        from ..runtime.checkpoint_format import consolidate
+    except ImportError:
+        raise BadInput(
+            "--consolidate reads the checkpoint with torch, which is not installed here: "
+            "pip install 'kctl-train[runtime]'"
+        ) from None
+    for entry in sharded:
+        target = consolidate(dest / entry["path"], dest / entry["path"] / MODEL_FILE)
+        entry["consolidated"] = str(target.relative_to(dest))

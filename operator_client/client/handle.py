@@ -98,12 +98,14 @@ class JobHandle:
         to: str | Path | None = None,
         *,
         all_checkpoints: bool = False,
+        consolidate: bool = False,
         concurrency: int = 16,
         endpoint: str | None = None,
         progress: Any = None,
     ) -> Collected:
         """Download the run's newest checkpoint (or all), outputs, metrics and run info,
         verified, into `to` (default results/<name>/), and write the report there.
+        `consolidate`: a sharded checkpoint also as one model.ckpt (needs torch).
         `endpoint`: the S3 endpoint to use from here when the pods' is in-cluster."""
         view = self.status()
         store = self.backend.store_of(view, endpoint=endpoint, concurrency=concurrency)
@@ -120,6 +122,7 @@ class JobHandle:
             dest,
             job,
             all_checkpoints=all_checkpoints,
+            consolidate=consolidate,
             concurrency=concurrency,
             progress=progress,
         )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import KctlTrainError
-from ..runstore import checkpoints, monitor, runinfo
+from ..runstore import checkpoint_log, checkpoints, monitor, runinfo
 from ..runstore.aggregate import (
     AGGREGATE,
     AGGREGATE_MANIFEST,
@@ -256,6 +256,8 @@ def _collect_checkpoints(
                 "epoch": manifest.epoch,
                 "attempt": manifest.attempt,
                 "worldSize": manifest.world_size,
+                "format": manifest.format,
+                "timings": manifest.timings,
                 "path": manifest.key,
                 "files": [m.name for m in manifest.members],
             }
@@ -333,7 +335,7 @@ def collect(
     plain = sorted(
         key
         for key in listing
-        if key in (runinfo.RUN_JSON, runinfo.SUCCESS, METRICS_KEY)
+        if key in (runinfo.RUN_JSON, runinfo.SUCCESS, METRICS_KEY, checkpoint_log.KEY)
         or key.startswith((runinfo.ATTEMPTS + "/", monitor.PREFIX + "/"))
     )
     problems: list[str] = []

@@ -2,7 +2,8 @@
 
 Reads only the collected directory: summary.json, metrics/metrics.csv (Lightning's CSV
 log: one row per logging step, empty cells for metrics not logged at that step),
-monitor/node-*.csv, attempts/ and _SUCCESS. matplotlib runs headless (Agg).
+metrics/checkpoints.csv (each save's stall and write times), monitor/node-*.csv,
+attempts/ and _SUCCESS. matplotlib runs headless (Agg).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KctlTrainError
-from ..runstore import monitor, runinfo
+from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.metrics import KEY as METRICS_KEY
 from .collect import SUMMARY
 
@@ -46,6 +47,7 @@ class Report:
     step: int | None
     outputs: dict[str, int]
     checkpoint: str | None
+    saves: list[dict[str, str]] = field(default_factory=list)  # metrics/checkpoints.csv
 
 
 def _float(text: str | None) -> float | None:
@@ -152,7 +154,19 @@ def build(directory: Path) -> Report:
         step=success.get("step"),
         outputs={k: int(v.get("rows", 0)) for k, v in summary.get("outputs", {}).items()},
         checkpoint=checkpoints[0]["path"] if checkpoints else None,
+        saves=_saves(directory / checkpoint_log.KEY),
     )
+
+
+def _saves(path: Path) -> list[dict[str, str]]:
+    """Each save's row, with its stall and write times readable as numbers."""
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError:
+        return []
+    numbers = ("step", "stall_s", "write_s", "commit_s", "skipped_before")
+    return [r for r in rows if all(_float(r.get(k)) is not None for k in numbers)]
 
 
 def _duration(seconds: float) -> str:
@@ -178,6 +192,23 @@ def text(report: Report) -> str:
     if report.checkpoint:
         rows.append(("collected", report.checkpoint))
     rows.extend((f"outputs/{s}", f"{n} rows") for s, n in sorted(report.outputs.items()))
+    if report.saves:
+        stalls = [float(r["stall_s"]) for r in report.saves]
+        writes = [float(r["write_s"]) for r in report.saves]
+        skipped = sum(int(float(r["skipped_before"])) for r in report.saves)
+        mean_stall, mean_write = sum(stalls) / len(stalls), sum(writes) / len(writes)
+        rows.append(
+            (
+                "checkpoint stall",
+                f"mean {mean_stall:.3f}s, max {max(stalls):.3f}s over {len(stalls)} saves "
+                f"(written in the background in {mean_write:.2f}s on average; {skipped} skipped)",
+            )
+        )
+        emergency = [r for r in report.saves if r.get("emergency") == "1"]
+        if emergency:
+            seconds = checkpoint_log.save_seconds(emergency[-1]) or 0.0
+            step = emergency[-1]["step"]
+            rows.append(("emergency save", f"step {step}: committed {seconds:.2f}s after the stop"))
     for gpu, (_, utils) in sorted(report.gpu.items()):
         rows.append((f"{gpu} util", f"mean {sum(utils) / len(utils):.0f}%, max {max(utils):.0f}%"))
     if not report.gpu:
@@ -193,7 +224,7 @@ def plot(report: Report, path: Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    panels = 2 if report.gpu else 1
+    panels = 1 + bool(report.gpu) + bool(report.saves)
     fig, axes = plt.subplots(panels, 1, figsize=(9, 4 * panels), squeeze=False)
     curves = axes[0][0]
     for name, series in sorted(report.metrics.items()):
@@ -217,6 +248,13 @@ def plot(report: Report, path: Path) -> Path:
         util.set_ylabel("GPU utilisation %")
         util.set_ylim(0, 100)
         util.legend()
+    if report.saves:
+        stalls = axes[-1][0]
+        steps = [float(r["step"]) for r in report.saves]
+        stalls.bar(steps, [float(r["stall_s"]) for r in report.saves], width=max(steps) / 80 or 1)
+        stalls.set_xlabel("step")
+        stalls.set_ylabel("seconds training stalled")
+        stalls.set_title("checkpoint saves: training-thread stall per save")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

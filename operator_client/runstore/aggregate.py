@@ -30,7 +30,6 @@ AGGREGATE = "all.csv"
 AGGREGATE_MANIFEST = "all.json"
 
 
-
 class AggregateError(Exception):
     """Committed outputs are inconsistent (headers differ, a member fails verification)."""
 

@@ -40,13 +40,17 @@ def fence(store: ObjectStore, attempt: int) -> None:
         )
 
 
+def attempt_key(attempt: int) -> str:
+    return join_key(ATTEMPTS, f"{attempt}.json")
+
+
 def claim_attempt(store: ObjectStore, info: dict[str, Any]) -> int:
     """Claim the next job-wide attempt number with a conditional create: two claimers
     never get the same number (TORCHELASTIC_RESTART_COUNT is per node, not job-wide)."""
     attempt = newest_attempt(store) + 1
     while True:
         body = json.dumps({"attempt": attempt, "claimed": time.time(), **info}, sort_keys=True)
-        if store.create_if_absent(join_key(ATTEMPTS, f"{attempt}.json"), body.encode()):
+        if store.create_if_absent(attempt_key(attempt), body.encode()):
             return attempt
         attempt += 1
 

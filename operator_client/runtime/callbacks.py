@@ -7,7 +7,6 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,16 @@ import lightning as L
 import torch
 import torch.distributed as dist
 
-from ..contract import Progress, checkpoint_name
+from ..contract import Progress
 from ..runstore import checkpoints, runinfo
-from ..runstore.metrics import KEY as METRICS_KEY
 from ..runstore.metrics import merge as merge_metrics
 from ..runstore.outputs import RankOutputs, commit_epoch
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore
+from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
+from .checkpoint_format import RNG_KEY, restore_rng
 from .context import World
-from .publisher import BackgroundPublisher
+from .snapshot import Snapshotter
 
 log = logging.getLogger("kctl_train.runtime")
 
@@ -64,8 +64,11 @@ class RunAttempt:
 
 
 class CheckpointCallback(L.Callback):
-    """Saves every checkpoint.every (steps or wall time), publishes in the background
-    (rank 0), and on SIGTERM commits an emergency checkpoint, then stops every rank."""
+    """Saves every checkpoint.every (steps or wall time) from a point-in-time snapshot:
+    the training thread only copies its share (snapshot.py), the writer thread writes and
+    commits it (async_checkpoint.py). A save that comes while the previous one is still
+    being written waits for it or is skipped (checkpoint.whenBusy), the same on every rank.
+    On SIGTERM every rank saves, waits for the commit, then stops (Preempted)."""
 
     def __init__(
         self,
@@ -75,51 +78,37 @@ class CheckpointCallback(L.Callback):
         resumed_step: int,
         history: Path | None = None,
         verified: checkpoints.Verified | None = None,
+        writers: list[int] | None = None,
+        group: Any = None,
     ) -> None:
         self.job, self.run, self.scratch = job, run, scratch
         self.world, self.store = run.world, run.store
-        every = job.spec.checkpoint.every
-        self.every_steps, self.every_seconds = every.steps, every.seconds
+        policy = job.spec.checkpoint
+        self.every_steps, self.every_seconds = policy.every.steps, policy.every.seconds
+        self.when_busy = policy.when_busy
         self.last_saved_step = resumed_step
         self.last_save_time = time.monotonic()
         self.first_step = resumed_step
         # The metrics log of earlier attempts (rank 0), continued by this one.
         self.history = history
-        self.verified = verified or checkpoints.Verified(run.store, scratch)
-        self.publisher = BackgroundPublisher(self._publish) if run.world.rank == 0 else None
-
-    def _publish(self, files: dict[str, Path], step: int, epoch: int) -> checkpoints.Manifest:
-        metrics = files.pop("metrics.csv", None)
-        manifest = checkpoints.publish(
-            self.store,
-            files,
-            step=step,
-            epoch=epoch,
-            attempt=self.run.attempt,
-            world_size=self.world.world_size,
-            keep=self.job.spec.checkpoint.keep,
-            fence=self.run.fence,
-            verified=self.verified,
+        self.skipped = 0
+        self.prepared = False
+        writers = list(range(run.world.world_size)) if writers is None else writers
+        self.snapshotter = Snapshotter(run.world.rank, len(writers))
+        self.writer = CheckpointWriter(
+            WriterConfig(
+                store=run.store,
+                rank=run.world.rank,
+                world_size=run.world.world_size,
+                attempt=run.attempt,
+                scratch=scratch,
+                writers=writers,
+                keep=policy.keep,
+                group=group,
+                fence=run.fence,
+                verified=verified or checkpoints.Verified(run.store, scratch),
+            )
         )
-        if metrics is not None:
-            self.store.put_file(METRICS_KEY, metrics)
-            metrics.unlink()
-        shutil.rmtree(next(iter(files.values())).parent, ignore_errors=True)
-        return manifest
-
-    def _stage(self, trainer: L.Trainer, save: Callable[[Path], None]) -> dict[str, Path]:
-        step = trainer.global_step
-        directory = self.scratch / "checkpoints" / checkpoint_name(step)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / checkpoints.MODEL_FILE
-        save(path)
-        files = {checkpoints.MODEL_FILE: path}
-        metrics = self.metrics_file(trainer)
-        if metrics is not None:
-            copy = directory.parent / f"metrics-{step:012d}.csv"
-            shutil.copyfile(metrics, copy)
-            files["metrics.csv"] = copy
-        return files
 
     def metrics_file(self, trainer: L.Trainer) -> Path | None:
         """Rank 0's metrics log of the whole run so far: earlier attempts' rows, then
@@ -135,12 +124,49 @@ class CheckpointCallback(L.Callback):
             self.first_step,
         )
 
-    def save(self, trainer: L.Trainer) -> None:
-        """Collective: all ranks save (rank 0 writes), rank 0 publishes in the background."""
-        files = self._stage(trainer, lambda p: trainer.save_checkpoint(p, weights_only=False))
+    def _metrics_copy(self, trainer: L.Trainer) -> Path | None:
+        merged = self.metrics_file(trainer)
+        if merged is None:
+            return None
+        copy = self.scratch / f"metrics-{trainer.global_step:012d}.csv"
+        shutil.copyfile(merged, copy)
+        return copy
+
+    def save(self, trainer: L.Trainer, *, must: bool = False, emergency: bool = False) -> bool:
+        """Collective: every rank snapshots its share and hands it to its writer. A save
+        that comes while the previous one is in flight waits for it, or with whenBusy:
+        skip (and not `must`) is skipped by every rank. Returns whether it saved."""
+        flags = torch.tensor([float(self.writer.busy), float(self.writer.failed_step)])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.run.control)
+        busy, failed = bool(flags[0]), int(flags[1])
+        if failed >= 0:  # some rank's save of that step failed: nobody waits for its part
+            self.writer.abandon(failed)
+        # The stall is this save's own: waiting for the previous one, the snapshot. (The
+        # agreement before it only waits for the slowest rank, as the next step would.)
+        started = time.perf_counter()
+        if busy and self.when_busy == "skip" and not must:
+            self.skipped += 1
+            if self.world.rank == 0:
+                log.warning(
+                    "checkpoint at step %d skipped: the previous one is still being written",
+                    trainer.global_step,
+                )
+            return False
+        self.writer.wait()
+        checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+        share = self.snapshotter.take(checkpoint, trainer.global_step, trainer.current_epoch)
+        del checkpoint  # its tensors are live: only the copies leave this thread
+        request = SaveRequest(
+            share,
+            stall=time.perf_counter() - started,
+            emergency=emergency,
+            skipped=self.skipped,
+            metrics=self._metrics_copy(trainer),
+        )
+        self.writer.submit(request)
+        self.skipped = 0
         self.last_saved_step, self.last_save_time = trainer.global_step, time.monotonic()
-        if self.publisher is not None:
-            self.publisher.submit(files, trainer.global_step, trainer.current_epoch)
+        return True
 
     def _agree(self, trainer: L.Trainer, batch_idx: int) -> tuple[bool, bool]:
         """(stop, checkpoint due), the same on every rank."""
@@ -164,34 +190,48 @@ class CheckpointCallback(L.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        if self.publisher is not None and self.publisher.superseded is not None:
-            raise self.publisher.superseded
+        if self.writer.superseded is not None:
+            raise self.writer.superseded
+        if not self.prepared and trainer.global_step > self.first_step:
+            # The optimizer's state exists from its first step on: the buffers of every
+            # later save can be made now, off the training thread.
+            self.snapshotter.prepare(trainer._checkpoint_connector.dump_checkpoint(False))
+            self.prepared = True
         stop, due = self._agree(trainer, batch_idx)
         if (due or stop) and trainer.global_step != self.last_saved_step:
-            self.save(trainer)
+            self.save(trainer, must=stop, emergency=stop)
         if stop:
-            log.warning("SIGTERM: emergency checkpoint at step %d", trainer.global_step)
-            if self.publisher is not None:
-                self.publisher.drain()
-                last = self.publisher.last
-                log.warning("emergency checkpoint committed: %s", last.key if last else "none")
+            started = time.monotonic()
+            self.writer.wait()
+            if self.world.rank == 0:
+                last = self.writer.last
+                log.warning(
+                    "SIGTERM: emergency checkpoint %s committed %.2fs after the stop",
+                    last.key if last else "none",
+                    time.monotonic() - started,
+                )
             raise Preempted
 
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """This rank's RNG states, when the checkpoint has them (a rank of a larger world
+        than the one that saved it keeps its seeded ones)."""
+        states = checkpoint.get(RNG_KEY, {}).get(self.world.rank)
+        if states is not None:
+            restore_rng(states)
+
     def finish(self, trainer: L.Trainer) -> None:
-        """After fit: a final checkpoint (unless the last step has one), then wait for all
-        uploads. Collective."""
+        """After fit: a final checkpoint (unless the last step has one), then wait for it
+        to commit. Collective."""
         if trainer.global_step != self.last_saved_step:
-            self.save(trainer)
-        if self.publisher is not None:
-            self.publisher.close()
-            if self.publisher.superseded is not None:
-                raise self.publisher.superseded
-            if self.publisher.error is not None and (
-                self.publisher.last is None or self.publisher.last.step != trainer.global_step
-            ):
-                raise RuntimeError(
-                    f"the final checkpoint was not committed: {self.publisher.error}"
-                )
+            self.save(trainer, must=True)
+        self.writer.close()
+        if self.writer.superseded is not None:
+            raise self.writer.superseded
+        last = self.writer.last
+        if self.writer.error is not None and (last is None or last.step != trainer.global_step):
+            raise RuntimeError(f"the final checkpoint was not committed: {self.writer.error}")
 
 
 class OutputsCallback(L.Callback):

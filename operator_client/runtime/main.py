@@ -82,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # training-operator sets this, Trainer v2 does not (the image's ENV does; a local
     # run from this machine's Python has no image).
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # On SIGTERM the agent forwards it to the workers, then SIGKILLs them after this many
+    # seconds (torch's default: 30): give the emergency checkpoint the pod's whole grace
+    # period, less a little for the agent's own exit.
+    grace = job.spec.fault.termination_grace_period.seconds
+    os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(grace - 3, 1)))
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))
 

@@ -85,17 +85,24 @@ class ResumeSource:
         found = checkpoints.newest_verified(self.store, dest, verified)
         return found[0] if found else None
 
-    def fetch(self, manifest: checkpoints.Manifest, dest: Path) -> Path | None:
-        """The checkpoint's files, verified, under dest (None: they do not verify)."""
-        return checkpoints.fetch(self.store, manifest, dest, "" if self.explicit else None)
+    def fetch(
+        self, manifest: checkpoints.Manifest, dest: Path, verified: checkpoints.Verified
+    ) -> Path | None:
+        """The checkpoint's files, verified, under dest (None: they do not verify); not
+        again where choose() fetched them."""
+        directory = "" if self.explicit else None
+        return checkpoints.fetch(self.store, manifest, dest, directory, verified)
 
 
 @dataclass(frozen=True)
 class StartPoint:
-    """What every rank agreed on before training: the attempt, the checkpoint."""
+    """What every rank agreed on before training: the attempt, the checkpoint, and whether
+    every rank sees what the others write to the store (then every rank writes a share of
+    each checkpoint; otherwise, a file:// store in each pod's own volume, rank 0 alone)."""
 
     attempt: int
     manifest: checkpoints.Manifest | None
+    shared: bool = True
 
     @property
     def step(self) -> int:
@@ -126,6 +133,7 @@ def agree_start(
 ) -> StartPoint:
     """Rank 0 claims the attempt, writes run.json and chooses the checkpoint; every rank
     receives the same answer (a broadcast on the control group)."""
+    import torch
     import torch.distributed as dist
 
     choice: list[Any] = [None, None]
@@ -150,23 +158,42 @@ def agree_start(
     dist.broadcast_object_list(choice, src=0, group=control)
     attempt, manifest_json = choice
     manifest = checkpoints.Manifest.from_json(manifest_json.encode()) if manifest_json else None
-    return StartPoint(attempt, manifest)
+    # Rank 0's claim is in the store: whoever cannot see it does not share rank 0's store.
+    sees = torch.tensor([float(store.exists(runinfo.attempt_key(attempt)))])
+    dist.all_reduce(sees, op=dist.ReduceOp.MIN, group=control)
+    return StartPoint(attempt, manifest, shared=bool(sees.item()))
+
+
+def node_scratch(scratch: Path, world: World) -> Path:
+    """A directory the ranks of one node share (beside each rank's own scratch)."""
+    return scratch.parent / f"node-{world.node_rank:05d}"
 
 
 def fetch_resume(
-    start: StartPoint, source: ResumeSource | None, world: World, scratch: Path
+    start: StartPoint,
+    source: ResumeSource | None,
+    world: World,
+    resume: Path,
+    control: Any,
+    verified: checkpoints.Verified,
 ) -> Path | None:
-    """This rank's copy of the agreed checkpoint (None: a fresh start)."""
+    """The agreed checkpoint, fetched and verified once per node into `resume` (local
+    rank 0 downloads, the node's other ranks wait), for every rank to read (None: a fresh
+    start). Collective."""
+    import torch
+    import torch.distributed as dist
+
     if start.manifest is None or source is None:
         if world.rank == 0:
             log.info("attempt %d: no committed checkpoint, starting fresh", start.attempt)
         return None
     manifest = start.manifest
-    path = source.fetch(manifest, scratch / checkpoint_name(manifest.step))
-    if path is None:
-        raise RuntimeConfigError(
-            f"checkpoint {manifest.key} failed verification on rank {world.rank}"
-        )
+    dest = resume / checkpoint_name(manifest.step)
+    path = source.fetch(manifest, dest, verified) if world.local_rank == 0 else None
+    failed = torch.tensor([float(world.local_rank == 0 and path is None)])
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX, group=control)
+    if failed.item():
+        raise RuntimeConfigError(f"checkpoint {manifest.key} failed verification on a node")
     if world.rank == 0:
         log.info(
             "attempt %d: resuming from %s (step %d, saved by a world of %d)",
@@ -175,7 +202,7 @@ def fetch_resume(
             manifest.step,
             manifest.world_size,
         )
-    return path
+    return dest if manifest.format == checkpoints.DCP else dest / checkpoints.MODEL_FILE
 
 
 def build_trainer(
@@ -187,13 +214,15 @@ def build_trainer(
     from lightning.pytorch.loggers import CSVLogger
     from lightning.pytorch.strategies import DDPStrategy
 
+    from .checkpoint_io import ShardedCheckpointIO
+
     train = job.spec.train
     assert train is not None  # command jobs never start this worker
     trainer = L.Trainer(
         accelerator="gpu" if backend == "nccl" else "cpu",
         devices=world.local_world_size,
         num_nodes=world.num_nodes,
-        strategy=DDPStrategy(process_group_backend=backend),
+        strategy=DDPStrategy(process_group_backend=backend, checkpoint_io=ShardedCheckpointIO()),
         logger=CSVLogger(scratch, name="metrics", version="csv"),
         callbacks=callbacks,
         enable_checkpointing=False,
@@ -267,14 +296,17 @@ def run(job: TrainingJob, world: World) -> int:
     if gpu:
         torch.cuda.set_device(world.local_rank)
     dist.init_process_group(backend)
-    # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike.
+    # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike;
+    # the checkpoint writers' (DCP's planning) on a gloo group of their own, from their thread.
     control = dist.new_group(backend="gloo")
+    writing = dist.new_group(backend="gloo")
     store = run_store(job)
     scratch = scratch_dir(job, world)
+    resume = node_scratch(scratch, world) / "resume"
     verified = checkpoints.Verified(store, scratch)
     source = ResumeSource.of(job, store)
-    start = agree_start(job, world, store, source, scratch / "resume", verified, control)
-    ckpt_path = fetch_resume(start, source, world, scratch / "resume")
+    start = agree_start(job, world, store, source, resume, verified, control)
+    ckpt_path = fetch_resume(start, source, world, resume, control, verified)
     history = None
     if world.rank == 0 and start.step and store.exists(metrics.KEY):
         history = scratch / "metrics-history.csv"
@@ -289,7 +321,10 @@ def run(job: TrainingJob, world: World) -> int:
     attempt = RunAttempt(store, start.attempt, world, control)
     outputs = RankOutputs(scratch / "outputs", world.rank)
     activate(outputs)
-    saver = CheckpointCallback(job, attempt, scratch, start.step, history, verified)
+    writers = list(range(world.world_size)) if start.shared else [0]
+    saver = CheckpointCallback(
+        job, attempt, scratch, start.step, history, verified, writers, writing
+    )
     callbacks = [ProgressCallback(world, start.step), saver, OutputsCallback(attempt, outputs)]
     trainer = build_trainer(job, world, scratch, callbacks, backend)
     signal.signal(signal.SIGTERM, lambda signum, frame: PREEMPTED.set())

@@ -295,6 +295,14 @@ class CheckpointPolicy(_Model):
             "auto: newest committed checkpoint; never: always start fresh; or a checkpoint URI."
         ),
     )
+    when_busy: Literal["wait", "skip"] = Field(
+        "wait",
+        description=(
+            "A save that comes while the previous one is still being written in the "
+            "background: wait for it (training stalls until it is committed), or skip this "
+            "save (counted in metrics/checkpoints.csv). The final and the SIGTERM save wait."
+        ),
+    )
 
 
 class Storage(_Model):

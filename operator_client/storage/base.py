@@ -60,6 +60,11 @@ class ObjectStore(ABC):
     def delete(self, keys: Iterable[str]) -> None:
         """Delete objects; keys that do not exist are ignored."""
 
+    def local_path(self, key: str) -> Path | None:
+        """Where the object `key` would be on this machine's file system, for a writer
+        that can write it there itself (a file:// store); None for a remote store."""
+        return None
+
     def probe(self) -> None:
         """Check the store can be reached now (quickly); StoreError saying why not."""
         self.list("_probe/")

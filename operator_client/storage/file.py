@@ -80,6 +80,9 @@ class FileStore(ObjectStore):
         finally:
             os.unlink(tmp)
 
+    def local_path(self, key: str) -> Path | None:
+        return self._path(key)
+
     def _source(self, key: str) -> Path:
         """Where an object is, without resolving anything (reads open it link-free)."""
         try:

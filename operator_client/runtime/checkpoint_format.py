@@ -1,0 +1,170 @@
+"""A checkpoint as kctl-train writes it: Lightning's checkpoint dict saved with
+torch.distributed.checkpoint (DCP), every rank writing a share (docs/STORAGE.md).
+
+The dict is split into its tensors, each under a dotted name, and a *skeleton*: the dict
+with every tensor replaced by a reference to its name, pickled whole, so every key keeps
+its type (an optimizer's state is keyed by integers; DCP's own flattening would turn them
+into strings and the optimizer would silently drop its state) and every other value its
+exact form. Tensors are assigned to writers by size, largest first, to the writer with
+the fewest bytes so far: the same plan on every rank, from shapes alone. Rank 0 also
+writes the skeleton; each rank writes its own RNG states. Reading needs no process group:
+any rank reads every share, whatever the world size that wrote them.
+
+A checkpoint directory written before (one `model.ckpt`) is read as it always was.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import random
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SKELETON = "kctl_train/skeleton"
+RNG_PREFIX = "kctl_train/rng/"
+METADATA = ".metadata"
+# Where a rebuilt checkpoint carries every rank's RNG states: {rank: states}.
+RNG_KEY = "kctl_train_rng"
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """Where a tensor was in the checkpoint dict: its name among the saved tensors."""
+
+    name: str
+
+
+def flatten(checkpoint: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+    """The skeleton of `checkpoint` and its tensors by name (dicts, lists and tuples are
+    walked; every other value stays in the skeleton as it is)."""
+    tensors: dict[str, torch.Tensor] = {}
+
+    def name_for(path: tuple[Any, ...]) -> str:
+        base = ".".join(str(p) for p in path) or "tensor"
+        name, n = base, 1
+        while name in tensors:
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def walk(value: Any, path: tuple[Any, ...]) -> Any:
+        if isinstance(value, torch.Tensor):
+            name = name_for(path)
+            tensors[name] = value
+            return TensorRef(name)
+        if isinstance(value, dict):
+            return type(value)((k, walk(v, (*path, k))) for k, v in value.items())
+        if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+            return type(value)(walk(v, (*path, i)) for i, v in enumerate(value))
+        return value
+
+    return walk(checkpoint, ()), tensors
+
+
+def rebuild(skeleton: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
+    """The checkpoint dict again: every reference replaced by its tensor."""
+    if isinstance(skeleton, TensorRef):
+        return tensors[skeleton.name]
+    if isinstance(skeleton, dict):
+        return type(skeleton)((k, rebuild(v, tensors)) for k, v in skeleton.items())
+    if isinstance(skeleton, (list, tuple)) and type(skeleton) in (list, tuple):
+        return type(skeleton)(rebuild(v, tensors) for v in skeleton)
+    return skeleton
+
+
+def assign(sizes: Mapping[str, int], writers: int) -> dict[str, int]:
+    """Which writer (0..writers-1) saves each tensor: largest first, each to the writer with
+    the fewest bytes so far (ties: the lower rank). Deterministic: every rank computes the
+    same plan from the same shapes, with no message."""
+    loads = [0] * writers
+    plan = {}
+    for name, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0])):
+        writer = min(range(writers), key=lambda w: (loads[w], w))
+        plan[name] = writer
+        loads[writer] += size
+    return plan
+
+
+def skeleton_bytes(skeleton: Any) -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.save(skeleton, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def rng_states() -> io.BytesIO:
+    """This process's RNG states (Python, torch CPU and CUDA, NumPy when installed)."""
+    states: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    try:
+        import numpy
+
+        states["numpy"] = numpy.random.get_state()
+    except ImportError:
+        pass
+    return io.BytesIO(pickle.dumps(states))
+
+
+def restore_rng(states: Mapping[str, Any]) -> None:
+    random.setstate(states["python"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    if "numpy" in states:
+        import numpy
+
+        numpy.random.set_state(states["numpy"])
+
+
+def rng_item(rank: int) -> str:
+    return f"{RNG_PREFIX}rank-{rank:05d}"
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The Lightning checkpoint dict at `path`: a DCP directory (with `.metadata`), or a
+    file `torch.save` wrote. Tensors are on the CPU."""
+    if not (path / METADATA).is_file():
+        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        return loaded
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    reader = dcp.FileSystemReader(str(path))
+    target: dict[str, Any] = {}
+    for name, meta in reader.read_metadata().state_dict_metadata.items():
+        if isinstance(meta, TensorStorageMetadata):
+            target[name] = torch.empty(meta.size, dtype=meta.properties.dtype)
+        else:
+            target[name] = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*single process.*")  # no_dist, as meant
+        dcp.load(target, storage_reader=reader, no_dist=True)
+    tensors = {k: v for k, v in target.items() if isinstance(v, torch.Tensor)}
+    target[SKELETON].seek(0)
+    checkpoint: dict[str, Any] = rebuild(
+        torch.load(target[SKELETON], map_location="cpu", weights_only=False), tensors
+    )
+    checkpoint[RNG_KEY] = {
+        int(name.rsplit("-", 1)[1]): pickle.loads(item.getvalue())
+        for name, item in target.items()
+        if name.startswith(RNG_PREFIX)
+    }
+    return checkpoint
+
+
+def consolidate(directory: Path, target: Path) -> Path:
+    """One file any Lightning can load (`Trainer.fit(ckpt_path=...)`, `torch.load`) from
+    a sharded checkpoint directory."""
+    checkpoint = load(directory)
+    checkpoint.pop(RNG_KEY, None)
+    tmp = target.with_name(f".{target.name}.partial")
+    torch.save(checkpoint, tmp)
+    tmp.replace(target)
+    return target
