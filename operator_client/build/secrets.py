@@ -43,7 +43,8 @@ class Found:
 def _plugins() -> list[dict[str, str]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    names = {plugin.__name__ for plugin in get_mapping_from_secret_type_to_class().values()}
+    classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
+    names = {plugin.__name__ for plugin in classes}
     return [{"name": name} for name in sorted(names - NOISY)]
 
 
