@@ -7,12 +7,13 @@ resumed, steps lost (at most one checkpoint interval, plus the log granularity),
 processes after the job ended (must be 0), and whether the collected aggregate has every
 (epoch, sample) once and equal rows per epoch. Exits 1 if any try did not hold.
 
-Usage: python bench/faults.py [--cases a,b,...] [--tries N] [--list]
+Usage: python bench/faults.py [--cases a,b,...] [--tries N] [--list] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -229,10 +230,17 @@ def worker_processes(run: Run, replica: str) -> list[int]:
     return [p for p in pids if b"runtime.worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
 
-def kill_replica(run: Run, replica: str) -> None:
+def running_pid(run: Run, replica: str) -> int:
+    """The replica's container process (never 0: os.kill(0) would signal this bench)."""
     pid = run.pid(replica)
-    assert pid, f"{replica} is not running"
-    os.killpg(pid, signal.SIGKILL)  # the container's process group, as `kill -9 -- -PID`
+    if not pid:
+        raise RuntimeError(f"{replica} is not running")
+    return pid
+
+
+def kill_replica(run: Run, replica: str) -> None:
+    # The container's process group, as `kill -9 -- -PID`.
+    os.killpg(running_pid(run, replica), signal.SIGKILL)
 
 
 def wait_new_pid(run: Run, replica: str, old: int, timeout: float = 60) -> None:
@@ -272,15 +280,16 @@ def kill_supervisor_then_reapply(run: Run, proxy: FaultProxy) -> None:
 
 
 def sigterm_training(run: Run, proxy: FaultProxy) -> None:
-    os.kill(run.pid("master-0") or 0, signal.SIGTERM)  # the kubelet stopping the pod
+    os.kill(running_pid(run, "master-0"), signal.SIGTERM)  # the kubelet stopping the pod
 
 
 def sigterm_validation(run: Run, proxy: FaultProxy) -> None:
     # Steps 32, 64, ... end an epoch; validation (8 batches x 0.25 s) follows.
     start = time.monotonic()
-    run.logs.wait(re.compile(r"step (3|6|9|12|15|18|21|24|27)0/"), start, 60)
+    if not run.logs.wait(re.compile(r'"step":(3|6|9|12|15|18|21|24|27)0,'), start, 60):
+        raise RuntimeError("no epoch ended within 60 s")
     time.sleep(0.3)
-    os.kill(run.pid("master-0") or 0, signal.SIGTERM)
+    os.kill(running_pid(run, "master-0"), signal.SIGTERM)
 
 
 def outage(mode: str, seconds: float) -> Fault:
@@ -483,6 +492,7 @@ def main() -> int:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--tries", type=int, default=1)
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--keep", type=Path, help="work here and keep the runs' logs and homes")
     args = parser.parse_args()
     if args.list:
         print("\n".join(CASES))
@@ -494,7 +504,13 @@ def main() -> int:
     print(f"{'case':26} {'try':>3} {'held':>4} {'resume s':>8} {'lost':>4} {'orphans':>7} "
           f"{'rows once':>9}  note", flush=True)  # fmt: skip
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp, moto_bucket(BUCKET) as endpoint:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        endpoint = stack.enter_context(moto_bucket(BUCKET))
         for case in cases:
             for i in range(args.tries):
                 name = f"f{len(os.listdir(tmp))}-{case}"[:40].rstrip("-")

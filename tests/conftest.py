@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .fake_apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -27,6 +30,17 @@ def write_job(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    """The Kubernetes API fixture (fake_apiserver.py) as the kubeconfig's cluster."""
+    server = FakeApiServer()
+    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

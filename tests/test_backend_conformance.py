@@ -121,7 +121,11 @@ class Harness:
 
         def live() -> None:
             deadline = time.monotonic() + 10
-            while ("default", name) not in api.state.jobs and time.monotonic() < deadline:
+            # A job as just applied (no status yet): not the finished one it replaces.
+            while time.monotonic() < deadline and (
+                ("default", name) not in api.state.jobs
+                or api.state.jobs[("default", name)].get("status")
+            ):
                 time.sleep(0.05)
             api.state.logs[names[0]] = ["hello from rank 0"]
             api.state.logs[names[1]] = ["hello from rank 1"]
@@ -178,6 +182,17 @@ def test_submit_get_list_and_an_unchanged_resubmit(harness: Harness) -> None:
     assert [v.name for v in harness.client.list()] == ["conf"]
     assert harness.client.list("elsewhere") == []
     assert handle.wait(timeout=60).succeeded
+
+
+def test_a_finished_job_submitted_again_is_replaced_and_runs_again(harness: Harness) -> None:
+    path = harness.job("conf", "succeed")
+    assert harness.client.apply(path).wait(timeout=60).succeeded
+    checked = harness.client.apply(path, dry_run="server")
+    assert checked.submitted is not None and "replace" in (checked.submitted.note or "")
+    again = harness.client.apply(harness.job("conf", "succeed"))
+    assert again.submitted is not None and again.submitted.verb == "replaced"
+    assert not again.status().ended  # the new run, not the old Succeeded
+    assert again.wait(timeout=60).succeeded
 
 
 def test_watch_follows_the_job_to_success(harness: Harness) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,6 @@ from .test_collect import make_run
 
 LABEL = "training.kubeflow.org/job-name"
 REPLICATED = "jobset.sigs.k8s.io/replicatedjob-name"
-
-
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
-    server = FakeApiServer()
-    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path)))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("NO_COLOR", "1")
-    yield server
-    server.stop()
 
 
 def write(tmp_path: Path, name: str = "train", extra: str = "") -> Path:
@@ -513,7 +502,16 @@ def test_a_trainjob_is_applied_followed_and_deleted_as_a_trainjob(
     )
     (deleted,) = [r for r in api.state.requests if r.method == "DELETE"]
     assert deleted.path == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/train"
-    assert api.state.jobs == {}
+    assert deleted.query["propagationPolicy"] == "Foreground"
+    gone_within(api, 5)
+
+
+def gone_within(api: FakeApiServer, seconds: float) -> None:
+    """A foreground deletion: the job goes once its pods are gone."""
+    deadline = time.monotonic() + seconds
+    while api.state.jobs:
+        assert time.monotonic() < deadline, api.state.jobs
+        time.sleep(0.05)
 
 
 def test_a_cluster_without_trainer_lists_its_pytorchjobs(

@@ -124,30 +124,3 @@ def test_node_findings(nodes: list[dict[str, Any]], expected: list[str]) -> None
     assert len(findings) == len(expected)
     for finding, text in zip(findings, expected, strict=True):
         assert finding.level == "warning" and text in finding.message
-
-
-def test_the_rbac_manifest_grants_what_the_backend_uses() -> None:
-    import yaml
-
-    docs = list(yaml.safe_load_all((ROOT / "manifests/rbac/kctl-train-user.yaml").read_text()))
-    granted = {
-        (group, resource, verb)
-        for doc in docs
-        for rule in doc.get("rules", [])
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    used = {  # the calls of backends/kubernetes/api.py and preflight.py
-        ("kubeflow.org", "pytorchjobs", v)
-        for v in ("get", "list", "watch", "create", "patch", "delete")
-    } | {
-        ("", "pods", "list"),
-        ("", "pods/log", "get"),
-        ("", "events", "list"),
-        ("", "serviceaccounts", "get"),
-        ("", "nodes", "list"),
-        ("", "namespaces", "get"),
-        ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
-    }
-    assert used == granted, (used - granted, granted - used)  # exactly what is called

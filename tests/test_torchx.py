@@ -158,7 +158,7 @@ def test_torchx_run_dryrun_on_the_command_line(tmp_path: Path) -> None:
 
 
 SCHEDULE = """
-import json, sys
+import json, sys, time
 from torchx.components.dist import ddp
 from torchx.schedulers import get_scheduler_factories
 kubeconfig = sys.argv[1]
@@ -171,6 +171,10 @@ other = factory("b")  # another process: nothing but the app id to go by
 described = other.describe(app_id)
 lines = list(other.log_iter(app_id, "train", k=0))
 other.cancel(app_id)
+deadline = time.monotonic() + 30
+# Foreground deletion: the job is gone once its pods are.
+while other.describe(app_id) is not None and time.monotonic() < deadline:
+    time.sleep(0.1)
 print(json.dumps({"app_id": app_id, "state": str(described.state), "msg": described.msg,
                   "lines": lines, "gone": other.describe(app_id) is None}))
 """

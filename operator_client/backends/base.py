@@ -10,7 +10,7 @@ tests/test_backend_conformance.py holds every backend to these docstrings.
 from __future__ import annotations
 
 import abc
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -145,6 +145,7 @@ class Submitted:
     how: str = "server-side"  # how it was submitted, for people: server-side, local
     resume_step: int | None = None  # the committed checkpoint the run resumes from
     logs_at: str | None = None  # where the replicas' logs can be read directly
+    note: str | None = None  # what a dry run found a real submit would do first
 
 
 # Events of a watch.
@@ -225,6 +226,17 @@ class Backend(abc.ABC):
     # than being pulled from its registry by reference.
     local_images: ClassVar[bool] = False
 
+    _listener: Callable[[str], None] | None = None
+
+    def listen(self, listener: Callable[[str], None] | None) -> None:
+        """Where the backend says what a long operation waits for (a job terminating
+        before an apply, a delete waiting for pods): nowhere by default."""
+        self._listener = listener
+
+    def say(self, line: str) -> None:
+        if self._listener is not None:
+            self._listener(line)
+
     def prepare(
         self, job: TrainingJob, storage: str | None = None
     ) -> tuple[TrainingJob, str | None]:
@@ -247,11 +259,12 @@ class Backend(abc.ABC):
     ) -> Submitted:
         """3. Start the job, or update it in place (server-side apply on a cluster).
         Idempotent: submitting an unchanged manifest again changes nothing ("unchanged")
-        while the job runs. A finished job of the same name is replaced (its record, not
-        its stored checkpoints: the new run resumes from them). `dry_run`: validate as
-        far as the backend can, start nothing. `force`: take over fields another manager
-        owns. Errors: BadInput (this job cannot run here), BackendError (the backend
-        cannot take it now)."""
+        while the job runs. A finished job of the same name is replaced ("replaced": its
+        record, not its stored checkpoints: the new run resumes from them); one still
+        being deleted is waited for, within a bound. `dry_run`: validate as far as the
+        backend can, start nothing (Submitted.note says what a real submit would do).
+        `force`: take over fields another manager owns. Errors: BadInput (this job cannot
+        run here), BackendError (the backend cannot take it now)."""
 
     @abc.abstractmethod
     def get(self, namespace: str, name: str) -> JobView | None:

@@ -40,6 +40,7 @@ def client_for(args: argparse.Namespace) -> Client:
         kubeconfig=args.kubeconfig,
         context=args.context,
         namespace=args.namespace,
+        progress=console.info,
     )
 
 
@@ -91,6 +92,8 @@ def apply(args: argparse.Namespace) -> int:
         console.info(
             f"(server dry run: checked by the {client.backend.name} backend, nothing stored)"
         )
+        if submitted.note:
+            console.info(submitted.note)
         return EXIT_OK
     flag = client.backend.flag
     if args.output in ("json", "yaml"):

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 class Client:
     """Jobs on one backend: "kubernetes" (the cluster of a kubeconfig and context) or
     "local" (processes on this machine, state under $KCTL_TRAIN_HOME), or a Backend.
-    `namespace` is the default for calls that take one ("default" when unset)."""
+    `namespace` is the default for calls that take one ("default" when unset).
+    `progress` gets a line whenever a call waits on something (a job still terminating
+    before an apply, a delete waiting for pods)."""
 
     def __init__(
         self,
@@ -42,6 +44,7 @@ class Client:
         context: str | None = None,
         namespace: str | None = None,
         home: str | Path | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.backend = (
             backend
@@ -54,6 +57,7 @@ class Client:
             )
         )
         self.namespace = namespace
+        self.backend.listen(progress)
 
     def validate(self, job: JobInput, *, operator: str | None = None) -> list[SpecIssue]:
         """The job's warnings; SpecError (its `issues`) when it is not valid (for

@@ -4,17 +4,26 @@ Imported only when a cluster is used (the client costs ~0.5 s and 65 MB): this p
 is the only one that imports `kubernetes`.
 Server-side apply with field manager `kctl-train`; watches with resourceVersion that re-list
 on 410 Gone and carry a client-side request timeout, so a network partition cannot hang.
+
+Every call retries what a control plane answers while it restarts or sheds load: refused
+or reset connections, timeouts, 429 (after its Retry-After), 500, 502, 503 and 504, with a
+backoff doubling to 8 s, for PATIENCE seconds (a watch keeps following through WAIT_PATIENCE
+of such trouble). The official client retries only GET and DELETE, only on 429 and 503,
+and never PATCH; a server-side apply is idempotent, so it is retried too. 401, 403, 404,
+409 and 422 are answers, not trouble: they are final.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -25,6 +34,62 @@ from ...kubeflow.kinds import KINDS, Kind, kind_of
 FIELD_MANAGER = "kctl-train"
 WATCH_SECONDS = 60  # the server closes each watch after this; we then watch again
 REQUEST_TIMEOUT = (10, WATCH_SECONDS + 30)  # (connect, read): a partition never hangs us
+PATIENCE = 60.0  # how long one call retries a control plane in trouble
+WAIT_PATIENCE = 300.0  # how long following a job rides out such trouble
+MAX_BACKOFF = 8.0
+TRANSIENT = {429, 500, 502, 503, 504}
+# A server-side apply naming a field the served CRD does not declare (kubernetes issues
+# 122480, 139253): a 500, not a 422.
+UNDECLARED = re.compile(r"(\.[\w.\[\]=-]+): field not declared in schema")
+
+T = TypeVar("T")
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Whether trying the same request later may succeed, and after how long at least
+    (None: it would not)."""
+    if isinstance(exc, ApiException):
+        if exc.status not in TRANSIENT or UNDECLARED.search(str(exc.body or "")):
+            return None
+        header = (exc.headers or {}).get("Retry-After", "") if exc.headers else ""
+        try:
+            return max(0.0, float(header))
+        except ValueError:
+            return 0.0
+    transient = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+    return 0.0 if isinstance(exc, transient) else None
+
+
+def retrying(
+    what: str,
+    call: Callable[[], T],
+    patience: float = PATIENCE,
+    say: Callable[[str], None] | None = None,
+) -> T:
+    """`call()`, again after transient failures (retry_after) with backoff, for at most
+    `patience` seconds; the last failure is raised. `say` hears each retry."""
+    deadline = time.monotonic() + patience
+    delay = 0.5
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            after = retry_after(exc)
+            if after is None:
+                raise
+            wait = max(after, delay)
+            if time.monotonic() + wait > deadline:
+                raise
+            if say is not None:
+                say(f"{what}: {_brief(exc)}; trying again in {wait:.1f}s")
+            time.sleep(wait)
+            delay = min(delay * 2, MAX_BACKOFF)
+
+
+def _brief(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}"
+    return type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -75,17 +140,26 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> client
 
 
 class Api:
-    """The calls kctl-train makes, each with a timeout and errors as ClusterError."""
+    """The calls kctl-train makes, each with a timeout and errors as ClusterError.
+    `say` hears what a call rides out (a retry, a watch started again)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, say: Callable[[str], None] | None = None) -> None:
         self.api = api
+        self.say = say
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        patience: float = PATIENCE,
+        **kwargs: Any,
+    ) -> Any:
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
         try:
-            return fn(*args, **kwargs)
+            return retrying(what, lambda: fn(*args, **kwargs), patience, self.say)
         except ApiException as exc:
             message, _ = _status_message(exc)
             raise ClusterError(f"{what}: {message}", int(exc.status or 0)) from None
@@ -101,6 +175,17 @@ class Api:
             return body
         finally:
             response.release_conn()
+
+    def read_path(self, what: str, path: str) -> dict[str, Any]:
+        """GET a path of the API as JSON (discovery, OpenAPI): what no typed call covers."""
+        return self.raw(
+            what,
+            self.api.call_api,
+            path,
+            "GET",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
 
     # the job
 
@@ -118,17 +203,21 @@ class Api:
         try:
             # Raw: the client's response map has no entry for 201 Created and would
             # return None for a new job.
-            response = self.custom.patch_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                meta["namespace"],
-                kind.plural,
-                meta["name"],
-                dict(manifest),  # sent as JSON, which is YAML: the apply-patch body
-                _content_type="application/apply-patch+yaml",
-                _request_timeout=REQUEST_TIMEOUT,
-                _preload_content=False,
-                **kwargs,
+            response = retrying(
+                f"apply {kind.short}/{meta['name']}",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    kind.group,
+                    kind.version,
+                    meta["namespace"],
+                    kind.plural,
+                    meta["name"],
+                    dict(manifest),  # sent as JSON, which is YAML: the apply-patch body
+                    _content_type="application/apply-patch+yaml",
+                    _request_timeout=REQUEST_TIMEOUT,
+                    _preload_content=False,
+                    **kwargs,
+                ),
+                say=self.say,
             )
             try:
                 result: dict[str, Any] = json.loads(response.data)
@@ -144,6 +233,14 @@ class Api:
                     [Conflict(c.get("field", "?"), c.get("message", "")) for c in causes]
                     or [Conflict("?", message)],
                 ) from None
+            undeclared = UNDECLARED.search(message)
+            if exc.status == 500 and undeclared and kind.kind == "TrainJob":
+                raise ClusterError(
+                    f"apply {kind.short}/{meta['name']}: this cluster's TrainJob CRD is older "
+                    f"than Trainer v2.3 (it does not declare {undeclared.group(1)}): upgrade "
+                    "Kubeflow Trainer to v2.3, or use --operator pytorchjob",
+                    500,
+                ) from None
             if exc.status == 422 and "immutable" in message.lower():
                 raise ClusterError(
                     f"{kind.short}/{meta['name']}: {message}\nthis field cannot change on an "
@@ -156,7 +253,9 @@ class Api:
         except Exception as exc:
             raise ClusterError(f"apply: cannot reach the API server ({exc})") from None
 
-    def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    def get(
+        self, kind: Kind, namespace: str, name: str, patience: float = PATIENCE
+    ) -> dict[str, Any]:
         obj: dict[str, Any] = self._call(
             f"{kind.short}/{name}",
             self.custom.get_namespaced_custom_object,
@@ -165,6 +264,7 @@ class Api:
             namespace,
             kind.plural,
             name,
+            patience=patience,
         )
         return obj
 
@@ -194,6 +294,10 @@ class Api:
                         kind.plural,
                     )
             except ClusterError as exc:
+                if exc.code == 403 and not namespace:  # a Role grants one namespace
+                    raise ClusterError(
+                        f"{exc}; list one namespace with -n NAMESPACE", 403
+                    ) from None
                 if exc.code != 404:
                     raise
                 missing.append(exc)
@@ -244,9 +348,12 @@ class Api:
         watch_seconds: int = WATCH_SECONDS,
     ) -> Iterator[dict[str, Any]]:
         """The job's object each time it changes, until stop(object) is true. Starts from
-        a GET; a watch expiring (410 Gone) or dropping re-reads and watches again."""
-        obj = self.get(kind, namespace, name)
+        a GET; a watch expiring (410 Gone), dropping or answering with trouble (a refused
+        connection, 429, 5xx) re-reads and watches again, riding out WAIT_PATIENCE seconds
+        of a control plane away."""
+        obj = self.get(kind, namespace, name, patience=WAIT_PATIENCE)
         yield obj
+        delay = 0.5
         while not stop(obj):
             rv = obj.get("metadata", {}).get("resourceVersion")
             stream = watch.Watch().stream(
@@ -266,19 +373,26 @@ class Api:
                         raise ClusterError(f"{kind.short}/{name} was deleted", 404)
                     if event["type"] in ("ADDED", "MODIFIED"):
                         obj = event["object"]
+                        delay = 0.5
                         yield obj
                         if stop(obj):
                             return
             except ApiException as exc:
-                if exc.status != 410:
+                if exc.status != 410 and retry_after(exc) is None:
                     raise ClusterError(
                         f"watch {kind.short}/{name}: {exc.reason}", exc.status
                     ) from None
+                if exc.status != 410:
+                    if self.say is not None:
+                        self.say(f"watch {kind.short}/{name}: {_brief(exc)}; watching again")
+                    time.sleep(delay)
+                    delay = min(delay * 2, MAX_BACKOFF)
             except ClusterError:
                 raise
-            except Exception:
-                time.sleep(1)  # a dropped connection: read the object again, then watch
-            obj = self.get(kind, namespace, name)
+            except Exception:  # a dropped connection: read the object again, then watch
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+            obj = self.get(kind, namespace, name, patience=WAIT_PATIENCE)
             yield obj
 
     # pods
@@ -342,7 +456,11 @@ class Api:
         if tail is not None:
             kwargs["tail_lines"] = tail
         try:
-            response = self.core.read_namespaced_pod_log(pod, namespace, **kwargs)
+            response = retrying(
+                f"logs of {pod}",
+                lambda: self.core.read_namespaced_pod_log(pod, namespace, **kwargs),
+                say=self.say,
+            )
         except ApiException as exc:
             message, _ = _status_message(exc)
             raise ClusterError(f"logs of {pod}: {message}", exc.status) from None

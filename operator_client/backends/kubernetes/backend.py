@@ -52,6 +52,7 @@ Warnings = dict[str, list[str]]  # a Pending pod's Warning events, by pod
 OPERATORS = {"PyTorchJob": "training-operator", "TrainJob": "Trainer controller"}
 PODS_EVERY = 2.0  # seconds between pod listings while watching (0.5 before any pod exists)
 PENDING_LOGS_TIMEOUT = 300.0  # how long `logs` waits for Pending pods
+GONE_MARGIN = 60  # beyond the pods' grace period: the garbage collector's and kubelet's time
 
 
 class KubernetesBackend(Backend):
@@ -73,7 +74,7 @@ class KubernetesBackend(Backend):
             # client-side dry run never pays.
             from .api import Api, connect
 
-            self._api = Api(connect(self.kubeconfig, self.context))
+            self._api = Api(connect(self.kubeconfig, self.context), say=self.say)
         return self._api
 
     def check(self, manifest: Mapping[str, Any]) -> list[Finding]:
@@ -85,16 +86,65 @@ class KubernetesBackend(Backend):
     def submit(
         self, manifest: Mapping[str, Any], *, dry_run: bool = False, force: bool = False
     ) -> Submitted:
+        """Server-side apply. A job still being deleted is waited for (an apply would only
+        patch the dying object); a finished one is replaced: deleted in the foreground,
+        waited for, applied anew (the operators never run a finished job again)."""
         meta = manifest["metadata"]
-        kinds = (kind_of(manifest),)
-        before = None if dry_run else self.api.find(meta["namespace"], meta["name"], kinds)
-        result = self.api.apply(manifest, dry_run=dry_run, force=force)
+        namespace, name = meta["namespace"], meta["name"]
+        kind = kind_of(manifest)
+        before = self.api.find(namespace, name, (kind,))
+        state = _state(before)
+        terminating = before is not None and _terminating(before)
+        replaced = before is not None and _finished(before) and not terminating
+        first = (
+            "apply waits for it to go, then creates it anew" if terminating
+            else "apply replaces it: deletes it (its pods first), then creates it anew"
+        )  # fmt: skip
         if dry_run:
-            return Submitted(None, "checked", result, dry_run=True)
+            result = self.api.apply(manifest, dry_run=True, force=force)
+            note = f"{state}: {first}" if terminating or replaced else None
+            return Submitted(None, "checked", result, dry_run=True, note=note)
+        if replaced:
+            self.say(f"{state}: replacing it (deleting it and its pods first)")
+            self._delete_and_wait(kind, namespace, name, _grace(manifest))
+            before = None
+        elif terminating:
+            assert before is not None
+            self.say(f"{state}: waiting for it to go before applying")
+            self._wait_gone(kind, namespace, name, _grace(before))
+            before = None
+        result = self.api.apply(manifest, force=force)
         rv = result.get("metadata", {}).get("resourceVersion")
         changed = before is None or before.get("metadata", {}).get("resourceVersion") != rv
         verb = "created" if before is None else ("configured" if changed else "unchanged")
-        return Submitted(self._view(result, []), verb, result)
+        return Submitted(self._view(result, []), "replaced" if replaced else verb, result)
+
+    def _delete_and_wait(self, kind: Kind, namespace: str, name: str, grace: int) -> None:
+        try:
+            self.api.delete(kind, namespace, name)
+        except ClusterError as exc:
+            if exc.code != 404:  # gone already (a retried delete that had worked)
+                raise
+        self._wait_gone(kind, namespace, name, grace)
+
+    def _wait_gone(self, kind: Kind, namespace: str, name: str, grace: int) -> None:
+        """Until the job is gone: its pods get `grace` seconds after SIGTERM, the garbage
+        collector a minute more; ClusterError past that, saying what still holds it."""
+        deadline = time.monotonic() + grace + GONE_MARGIN
+        said = 0.0
+        while (obj := self.api.find(namespace, name, (kind,))) is not None:
+            now = time.monotonic()
+            if now > deadline:
+                raise ClusterError(
+                    f"{kind.short}/{name} is still terminating after {grace + GONE_MARGIN:.0f}s "
+                    f"({_holding(obj, self._pods_or([], kind, namespace, name))}); "
+                    f"kubectl get {kind.plural} {name} -o yaml shows what holds it"
+                )
+            if now - said >= 10:
+                pods = self._pods_or([], kind, namespace, name)
+                self.say(f"{kind.short}/{name} terminating: {_holding(obj, pods)}")
+                said = now
+            time.sleep(1)
 
     def get(self, namespace: str, name: str) -> JobView | None:
         obj = self.api.find(namespace, name)
@@ -355,14 +405,20 @@ class KubernetesBackend(Backend):
             time.sleep(2)
 
     def delete(self, namespace: str, name: str, *, wait: bool = False) -> bool:
-        """Foreground deletion: the job goes once its pods are gone."""
+        """Foreground deletion: the job goes once its pods are gone. `wait`: until then,
+        within its pods' grace period and a minute more (ClusterError past that)."""
         obj = self.api.find(namespace, name)
         if obj is None:
             return False
         kind = kind_of(obj)
-        self.api.delete(kind, namespace, name)
-        while wait and self.api.find(namespace, name, (kind,)) is not None:
-            time.sleep(1)
+        if wait:
+            self._delete_and_wait(kind, namespace, name, _grace(obj))
+            return True
+        try:
+            self.api.delete(kind, namespace, name)
+        except ClusterError as exc:
+            if exc.code != 404:
+                raise
         return True
 
     def stop(self, namespace: str, name: str, *, force: bool = False) -> bool:
@@ -372,6 +428,37 @@ class KubernetesBackend(Backend):
 
 def _finished(obj: Mapping[str, Any]) -> bool:
     return lc.state_of(obj) in lc.FINISHED
+
+
+def _terminating(obj: Mapping[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def _state(obj: Mapping[str, Any] | None) -> str:
+    """The job as an apply finds it, in words."""
+    if obj is None:
+        return "no such job"
+    kind, name = kind_of(obj), obj["metadata"]["name"]
+    if _terminating(obj):
+        since = obj["metadata"]["deletionTimestamp"]
+        return f"{kind.short}/{name} is terminating (deleted at {since})"
+    return f"{kind.short}/{name} is {lc.state_of(obj)}"
+
+
+def _holding(obj: Mapping[str, Any], pods: Pods) -> str:
+    """What keeps a terminating job: its finalizers and the pods still there."""
+    finalizers = ", ".join(obj.get("metadata", {}).get("finalizers") or []) or "none"
+    names = ", ".join(p["metadata"]["name"] for p in pods) or "none"
+    return f"finalizers: {finalizers}; pods left: {names}"
+
+
+def _grace(obj: Mapping[str, Any]) -> int:
+    """The longest termination grace period of the job's pods (30 s, Kubernetes' default,
+    where the object does not say: a TrainJob's pods are its runtime's)."""
+    try:
+        return lc.Policy.from_manifest(obj).grace_seconds
+    except (ValueError, KeyError, TypeError):
+        return 30
 
 
 def _replica(

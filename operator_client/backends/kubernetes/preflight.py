@@ -1,5 +1,13 @@
 """Checks before the first apply (and `kctl-train doctor`): what would otherwise show up
-later as a stuck or rejected job. Each finding says how to fix it."""
+later as a stuck or rejected job. Each finding says how to fix it.
+
+The access checks ask for exactly what the backend does (api.py): get, create, patch the
+job (an apply), list and watch it (following it), delete it (delete, or replacing a
+finished job), list its pods, read their logs, list their events. The served CRD's schema
+is checked against the fields the job sets (a TrainJob's runtimePatches needs Trainer
+v2.3); where reading CRDs is not allowed, the cluster's discovery and OpenAPI, which
+every user may read, tell the same.
+"""
 
 from __future__ import annotations
 
@@ -92,10 +100,60 @@ def node_findings(manifest: Mapping[str, Any], nodes: list[dict[str, Any]]) -> l
     return findings
 
 
+# What the backend does with each resource, and what a refusal means.
+ACCESS = (
+    ("get", None, None, "error", "to apply it"),
+    ("create", None, None, "error", "to apply it"),
+    ("patch", None, None, "error", "to apply it"),
+    ("list", None, None, "warning", "to follow it (--wait, wait, status, list)"),
+    ("watch", None, None, "warning", "to follow it (--wait, wait)"),
+    ("delete", None, None, "warning", "to delete it, or replace it once finished"),
+    ("list", "", "pods", "warning", "to show its pods"),
+    ("get", "", "pods/log", "warning", "to show its logs"),
+    ("list", "", "events", "warning", "to show why its pods are stuck"),
+)
+
+
+def _allowed(backend: Api, namespace: str, verb: str, group: str, resource: str) -> bool:
+    auth = client.AuthorizationV1Api(backend.api)
+    plural, _, sub = resource.partition("/")
+    review = client.V1SelfSubjectAccessReview(
+        spec=client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=client.V1ResourceAttributes(
+                namespace=namespace, verb=verb, group=group, resource=plural,
+                subresource=sub or None,
+            )
+        )
+    )  # fmt: skip
+    answer = backend._call("access review", auth.create_self_subject_access_review, review)
+    return bool(answer.status.allowed)
+
+
+def access_findings(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
+    """What the user may not do that the backend would do with this job."""
+    namespace = manifest["metadata"]["namespace"]
+    job_group, plural = (
+        (tj.GROUP, tj.PLURAL) if manifest["kind"] == tj.KIND else (pj.GROUP, pj.PLURAL)
+    )
+    findings = []
+    for verb, group, resource, level, why in ACCESS:
+        resource = resource or plural
+        if not _allowed(backend, namespace, verb, job_group if group is None else group, resource):
+            findings.append(
+                Finding(
+                    level,
+                    f"you may not {verb} {resource} in namespace {namespace}, needed {why} "
+                    "(manifests/rbac/kctl-train-user.yaml has the Role to bind)",
+                )
+            )
+    return findings
+
+
 def preflight(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
     """Everything checkable before an apply; errors first."""
     namespace = manifest["metadata"]["namespace"]
     findings = operator_findings(backend, manifest["kind"])
+    findings += schema_findings(backend, manifest)
     try:
         backend.raw(f"namespace {namespace}", backend.core.read_namespace, namespace)
     except ClusterError as exc:
@@ -108,42 +166,25 @@ def preflight(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
             )
         elif exc.code != 403:
             raise
-    auth = client.AuthorizationV1Api(backend.api)
-    job_group, plural = (
-        (tj.GROUP, tj.PLURAL) if manifest["kind"] == tj.KIND else (pj.GROUP, pj.PLURAL)
-    )
-    for verb, group, resource, sub, level in (
-        ("create", job_group, plural, None, "error"),
-        ("patch", job_group, plural, None, "error"),
-        ("get", "", "pods", None, "warning"),
-        ("get", "", "pods", "log", "warning"),
-    ):
-        review = client.V1SelfSubjectAccessReview(
-            spec=client.V1SelfSubjectAccessReviewSpec(
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=namespace, verb=verb, group=group, resource=resource, subresource=sub
-                )
-            )
-        )
-        answer = backend._call("access review", auth.create_self_subject_access_review, review)
-        if not answer.status.allowed:
-            what = f"{resource}/{sub}" if sub else resource
-            findings.append(
-                Finding(
-                    level,
-                    f"you may not {verb} {what} in namespace {namespace} "
-                    "(manifests/rbac/kctl-train-user.yaml has the Role to bind)",
-                )
-            )
+    findings += access_findings(backend, manifest)
     pod, container = _pod_view(manifest)
     secrets = [s["name"] for s in pod.get("imagePullSecrets", [])]
     for item in container.get("env", []):
         ref = item.get("valueFrom", {}).get("secretKeyRef")
         if ref and ref["name"] not in secrets:
             secrets.append(ref["name"])
-    for name in secrets:
+    readable = bool(secrets) and _allowed(backend, namespace, "get", "", "secrets")
+    for name in secrets if readable else ():
         findings += _missing(
             backend, backend.core.read_namespaced_secret, "Secret", name, namespace
+        )
+    if secrets and not readable:
+        findings.append(
+            Finding(
+                "info",
+                f"Secrets {', '.join(secrets)} not checked: you may not read Secrets in "
+                f"{namespace} (kctl-train's Role does not grant it, by design)",
+            )
         )
     account = pod.get("serviceAccountName")
     if account:
@@ -164,18 +205,106 @@ def preflight(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
     return sorted(findings, key=lambda f: f.level != "error")
 
 
-def _has_crd(backend: Api, name: str) -> bool | None:
-    """Whether the cluster serves this CRD (None: not allowed to look)."""
+def _read_crd(backend: Api, name: str) -> dict[str, Any] | None:
+    """The CRD (None: not installed); ClusterError 403 when reading CRDs is not allowed."""
     ext = client.ApiextensionsV1Api(backend.api)
     try:
-        backend.raw("CRD", ext.read_custom_resource_definition, name)
+        return backend.raw("CRD", ext.read_custom_resource_definition, name)
     except ClusterError as exc:
-        if exc.code == 403:
+        if exc.code == 404:
             return None
+        raise
+
+
+def _served(backend: Api, group: str, version: str, plural: str) -> bool:
+    """Whether the cluster serves the plural, from its discovery (readable by anyone)."""
+    try:
+        listed = backend.read_path("discovery", f"/apis/{group}/{version}")
+    except ClusterError as exc:
         if exc.code == 404:
             return False
         raise
-    return True
+    return any(r.get("name") == plural for r in listed.get("resources", []))
+
+
+def _has_crd(backend: Api, name: str) -> bool | None:
+    """Whether the cluster serves this CRD; where reading CRDs is not allowed, whether
+    discovery lists it (None: not even that could be asked)."""
+    try:
+        return _read_crd(backend, name) is not None
+    except ClusterError as exc:
+        if exc.code != 403:
+            raise
+    known = {
+        pj.CRD_NAME: (pj.GROUP, pj.VERSION, pj.PLURAL),
+        TRAINJOB_CRD: (tj.GROUP, tj.VERSION, tj.PLURAL),
+    }
+    if name not in known:
+        return None
+    try:
+        return _served(backend, *known[name])
+    except ClusterError:
+        return None
+
+
+def _spec_fields(schema: Mapping[str, Any]) -> set[str] | None:
+    """The spec fields an object schema declares (None: it takes any)."""
+    spec = schema.get("properties", {}).get("spec", {})
+    fields = spec.get("properties")
+    return None if fields is None else set(fields)
+
+
+def served_spec_fields(backend: Api, kind: str) -> tuple[set[str] | None, str]:
+    """The spec fields the served version of `kind` declares, and where that was read:
+    the CRD, else (reading CRDs not allowed) the cluster's OpenAPI v3 document."""
+    group, version, plural = (
+        (tj.GROUP, tj.VERSION, tj.PLURAL) if kind == tj.KIND else (pj.GROUP, pj.VERSION, pj.PLURAL)
+    )
+    try:
+        crd = _read_crd(backend, f"{plural}.{group}")
+    except ClusterError as exc:
+        if exc.code != 403:
+            raise
+    else:
+        for served in (crd or {}).get("spec", {}).get("versions", []):
+            if served.get("name") == version:
+                schema = served.get("schema", {}).get("openAPIV3Schema", {})
+                return _spec_fields(schema), "its CRD"
+        return None, "its CRD"
+    try:
+        document = backend.read_path("OpenAPI", f"/openapi/v3/apis/{group}/{version}")
+    except ClusterError:
+        return None, "the cluster's OpenAPI"
+    for schema in document.get("components", {}).get("schemas", {}).values():
+        kinds = schema.get("x-kubernetes-group-version-kind", [])
+        if any(k.get("kind") == kind and k.get("group") == group for k in kinds):
+            return _spec_fields(schema), "the cluster's OpenAPI (reading CRDs is not allowed)"
+    return None, "the cluster's OpenAPI"
+
+
+def schema_findings(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
+    """An error for each spec field of the job the served schema does not declare: the
+    API server would answer a server-side apply with a 500 (an older operator)."""
+    kind = manifest["kind"]
+    try:
+        fields, where = served_spec_fields(backend, kind)
+    except ClusterError:
+        return []
+    missing = sorted(set(manifest.get("spec", {})) - fields) if fields is not None else []
+    if not missing:
+        return []
+    if kind == tj.KIND:
+        fix = "this cluster runs Kubeflow Trainer older than v2.3: upgrade Trainer to v2.3"
+        fix += ", or use --operator pytorchjob"
+    else:
+        fix = "this cluster's training-operator is older than v1.9: upgrade it"
+    return [
+        Finding(
+            "error",
+            f"the {kind} schema this cluster serves ({where}) does not declare "
+            f"{', '.join('spec.' + m for m in missing)}: {fix}",
+        )
+    ]
 
 
 def _runtimes(backend: Api) -> list[str] | None:

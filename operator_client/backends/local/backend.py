@@ -195,9 +195,15 @@ class LocalBackend(Backend):
             raise BadInput("; ".join(f.message for f in errors))
         if errors:
             raise LocalJobError("; ".join(f.message for f in errors))
+        finished = job.exists() and not job.supervisor_alive()
         if dry_run:
-            return Submitted(None, "checked", dict(manifest), dry_run=True, how="local")
-        if job.exists() and job.supervisor_alive():
+            note = (
+                f"local job {namespace}/{name} has finished: apply replaces it"
+                if finished
+                else None
+            )
+            return Submitted(None, "checked", dict(manifest), dry_run=True, how="local", note=note)
+        if job.exists() and not finished:
             if job.manifest() == manifest:
                 return self._submitted(job, "unchanged", None)
             raise LocalJobError(
@@ -237,7 +243,7 @@ class LocalBackend(Backend):
                 tail = job.supervisor_log.read_text(errors="replace")[-2000:]
                 raise LocalJobError(f"the local supervisor did not start:\n{tail}")
             time.sleep(0.05)
-        return self._submitted(job, "created", resumes)
+        return self._submitted(job, "replaced" if finished else "created", resumes)
 
     def _submitted(self, job: JobDir, verb: str, resumes: int | None) -> Submitted:
         view = self._view(job)
