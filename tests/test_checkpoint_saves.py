@@ -157,3 +157,23 @@ def test_resume_across_world_sizes_both_ways(tmp_path: Path) -> None:
         shards = {m.name for m in newest.members}
         assert shards == {".metadata", *(f"__{r}_0.distcp" for r in range(int(nodes)))}
     assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 60
+
+
+def test_a_save_that_failed_is_outlived_by_later_ones_and_the_run_ends_well(
+    tmp_path: Path,
+) -> None:
+    """One save fails on every rank (here a file stands where its directory goes, as a
+    store outage would fail it); the later saves commit and the run ends 0, without a
+    restart: an old failure does not fail the final checkpoint on any rank."""
+    uri = (tmp_path / "store").as_uri()
+    manifest = stamp_job("outlived", f"{{uri: '{uri}'}}", steps=12, every=4)
+    store = store_of(manifest, uri)
+    blocked = store.local_path(checkpoints.checkpoint_key(4))
+    assert blocked is not None
+    blocked.parent.mkdir(parents=True, exist_ok=True)
+    blocked.write_text("not a directory")
+    reps = run(manifest, tmp_path / "a")
+    assert R.wait(reps) == [0, 0], logs(reps)
+    assert "checkpoint step 4 failed" in logs(reps)
+    assert "resuming" not in logs(reps)
+    assert sorted(m.step for m in checkpoints.committed(store)) == [8, 12]

@@ -91,7 +91,7 @@ class CheckpointWriter:
         self.config = config
         self.write_delay, self.upload_delay = Delays(WRITE_DELAY_ENV), Delays(UPLOAD_DELAY_ENV)
         self.last: checkpoints.Manifest | None = None
-        self.error: Exception | None = None
+        self.error: Exception | None = None  # the newest save's failure, if it failed
         # Set when a newer attempt exists: training must stop (runinfo.Superseded).
         self.superseded: Exception | None = None
         # The step of this rank's newest save that failed (-1: none), and the newest one
@@ -143,6 +143,9 @@ class CheckpointWriter:
                 return
             try:
                 self._save(request)
+                # The newest save's outcome is what counts: an earlier failure (a store
+                # outage since over) must not fail the final checkpoint.
+                self.error = None
             except Superseded as exc:
                 self.superseded = exc
                 log.error("checkpoint step %d not committed: %s", request.share.step, exc)
