@@ -183,9 +183,13 @@ def test_policy_from_a_manifest_uses_the_operator_defaults() -> None:
 def test_a_trainjob_fails_as_its_jobset_and_writes_only_v2_conditions() -> None:
     tj = policy(**TRAINJOB)
     decision = lc.on_exit(tj, [N0, running(N1)], N0, 1, 5)
+    # JobSet's wording (pkg/controllers/failure_policy.go): the first failed Job only;
+    # the pod's exit is kctl-train's own detail.
     assert decision.message == (
-        "jobset failed due to one or more job failures: Job j-node-0 has reached the "
-        "specified backoff limit (6 restarts; j-node-0-0 exited with code 1)"
+        "jobset failed due to one or more job failures (first failed job: j-node-0)"
+    )
+    assert decision.detail == (
+        "j-node-0-0 exited with code 1 and its Job reached the backoff limit (6 restarts)"
     )
     deadline = lc.deadline_exceeded(policy(**TRAINJOB, active_deadline=1), 0.0, 2.0)
     assert deadline is not None

@@ -127,7 +127,10 @@ def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
     base = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"}
     env = replica_env(job, Replica("r", "Master", 0), port=PORT, base=base, tmpdir=tmp_path)
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("id", "secret")
-    with pytest.raises(PodEnvError, match="AWS_SECRET_ACCESS_KEY, which is not set"):
+    with pytest.raises(
+        PodEnvError,
+        match="--secret FILE, or set your environment variable AWS_SECRET_ACCESS_KEY",
+    ):
         replica_env(
             job,
             Replica("r", "Master", 0),

@@ -95,7 +95,7 @@ def test_a_replica_runs_as_a_pod_would(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     body = status_of("probe", env, tmp_path)
     local = body["local"]
-    assert local["mode"] == "sandbox" and local["memoryLimits"] == "enforced"
+    assert local["mode"] == "sandbox" and local["memoryLimits"] == "enforced (memory and CPU)"
     addresses = {r["name"]: r["address"] for r in local["replicas"]}
     logs = tmp_path / "home/local/default/probe/logs"
     for name, address in addresses.items():
@@ -380,3 +380,103 @@ def test_the_boundary_holds_from_inside_a_pod(tmp_path: Path) -> None:
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     # The endless line arrives in pieces of at most 64 KiB, never held whole.
     assert max(len(line) for line in out.stdout.splitlines()) < 65 << 10
+
+
+# A pod as written (issue 23): env from a Secret and a ConfigMap given as files, hostPath,
+# configMap and secret volumes where the container mounts them, and its CPU limit.
+POD_AS_WRITTEN = r"""
+import json, os, time
+def attempt(path):
+    try:
+        open(path, "w").write("x")
+        return "written"
+    except OSError as exc:
+        return os.strerror(exc.errno)
+start, cpu = time.monotonic(), time.process_time()
+while time.monotonic() - start < 2.0:
+    pass
+facts = {
+    "cpu_share": (time.process_time() - cpu) / (time.monotonic() - start),
+    "env": {k: os.environ.get(k) for k in ("TOKEN", "LEVEL", "CFG_mode", "CFG_level")},
+    "data": open("/data/input.txt").read(),
+    "config": sorted(os.listdir("/etc/app")),
+    "token_file": open("/secrets/tok").read(),
+    "write_config": attempt("/etc/app/new"),
+    "write_data": attempt("/data/new"),
+}
+print("FACTS " + json.dumps(facts), flush=True)
+"""
+
+
+def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> None:
+    import yaml
+
+    env = sandbox_env(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input.txt").write_text("from the host")
+    pod = {
+        "volumes": [
+            {"name": "data", "hostPath": {"path": str(data)}},
+            {"name": "config", "configMap": {"name": "app"}},
+            {"name": "creds",
+             "secret": {"secretName": "creds", "items": [{"key": "token", "path": "tok"}]}},
+        ],
+        "containers": [{
+            "name": "node",
+            "image": "x",
+            "resources": {"limits": {"cpu": "250m"}},
+            "envFrom": [{"configMapRef": {"name": "app"}, "prefix": "CFG_"}],
+            "env": [
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+                {"name": "LEVEL",
+                 "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}},
+            ],
+            "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "readOnly": True},
+                {"name": "config", "mountPath": "/etc/app"},
+                {"name": "creds", "mountPath": "/secrets"},
+            ],
+        }],
+    }  # fmt: skip
+    node = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": pod}},
+        },
+    }
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "plain"},
+        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [node]}}},
+    }
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "written"},
+        "spec": {
+            "runtimeRef": {"name": "plain"},
+            "trainer": {"command": ["python3", "-c", POD_AS_WRITTEN]},
+        },
+    }
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+              "data": {"token": "czNjcjN0"}}  # fmt: skip
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"},
+              "data": {"mode": "fast", "level": "3"}}  # fmt: skip
+    for name, body in (("runtime", runtime), ("job", job), ("secret", secret), ("cm", config)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(body))
+    out = kctl(
+        "apply", "job.yaml", "--local", "--runtime", "runtime.yaml", "--secret", "secret.yaml",
+        "--configmap", "cm.yaml", "--wait", "--no-collect", env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    facts = facts_of(tmp_path / "home/local/default/written/logs/written-node-0-0.log")
+    assert facts["env"] == {"TOKEN": "s3cr3t", "LEVEL": "3", "CFG_mode": "fast", "CFG_level": "3"}
+    assert facts["data"] == "from the host" and facts["token_file"] == "s3cr3t"
+    assert facts["config"] == ["level", "mode"]
+    # configMap and secret volumes are read-only; a hostPath where the mount says so.
+    assert facts["write_config"] == facts["write_data"] == "Read-only file system"
+    assert facts["cpu_share"] < 0.5, facts  # 250m: a quarter of a CPU, not a whole one
+    assert not (data / "new").exists()

@@ -65,8 +65,40 @@ BASE = {
             ("containers", 0, "volumeMounts"),
             [{"name": "tmp", "mountPath": "/tmp"}, {"mountPath": "/dev/shm"}],
         ),
-        # null deletes
-        ({"nodeSelector": None}, ("nodeSelector",), None),
+        # a null is "not set" (the API server drops it): nothing changes
+        ({"nodeSelector": None}, ("nodeSelector",), {"pool": "a"}),
+        (
+            {"nodeSelector": {"pool": None, "gpu": "h100"}},
+            ("nodeSelector",),
+            {"pool": "a", "gpu": "h100"},
+        ),
+        ({"schedulingGates": None}, ("schedulingGates",), None),
+        # an env entry replaced by name is replaced whole: never a value and a valueFrom
+        (
+            {
+                "containers": [
+                    {
+                        "name": "node",
+                        "env": [
+                            {"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+                        ],
+                    }
+                ]
+            },
+            ("containers", 0, "env"),
+            [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        ),
+        # ports merge by containerPort, schedulingGates by name
+        (
+            {"containers": [{"name": "node", "ports": [{"containerPort": 29500}]}]},
+            ("containers", 0, "ports"),
+            [{"containerPort": 29500}],
+        ),
+        (
+            {"schedulingGates": [{"name": "a"}, {"name": "b"}]},
+            ("schedulingGates",),
+            [{"name": "a"}, {"name": "b"}],
+        ),
         # a new key is added
         ({"subdomain": "j"}, ("subdomain",), "j"),
     ],

@@ -17,8 +17,9 @@ import yaml
 from operator_client.kubeflow import lifecycle as lc
 from operator_client.kubeflow.kinds import PYTORCHJOB, TRAINJOB
 from operator_client.kubeflow.training_runtime import runtime
+from operator_client.kubeflow.trainjob_pods import torch_nproc
 from operator_client.kubeflow.webhook import admission_errors
-from operator_client.kubeflow.workload import WorkloadError, torch_nproc, workload_of
+from operator_client.kubeflow.workload import WorkloadError, workload_of
 from operator_client.render import render, to_yaml
 from operator_client.render.trainjob import RUNTIME_FILE
 from operator_client.spec import SpecError, load_job, load_job_text
@@ -202,23 +203,39 @@ def test_a_trainjobs_pods_are_the_runtime_patched_by_the_trainjob() -> None:
     assert lc.Policy.of(workload).backoff_limit == 6
 
 
+# pkg/runtime/framework/plugins/torch/torch.go (EnforceMLPolicy) and pkg/runtime/runtime.go
+# (the GPU count) at v2.3.0; docs/TRAINJOB.md has the table.
+GPU8 = {"requests": {"nvidia.com/gpu": "8"}}
+
+
 @pytest.mark.parametrize(
-    ("trainer", "resources", "expected"),
+    ("trainer", "torch", "expected"),
     [
-        ({"numProcPerNode": 3}, {"requests": {"nvidia.com/gpu": "8"}}, "3"),
-        ({}, {"requests": {"nvidia.com/gpu": "8"}}, "auto"),
-        ({}, {"limits": {"amd.com/gpu": "1"}, "requests": {"cpu": "4"}}, "auto"),
-        ({}, {"requests": {"nvidia.com/gpu": "0", "cpu": "2"}}, "2"),
-        ({}, {"requests": {"cpu": "2500m"}}, "3"),  # rounded up
-        ({}, {"limits": {"cpu": "0.5"}}, "1"),
-        ({}, {"requests": {"cpu": "4", "habana.ai/gaudi": "8"}}, "4"),  # not named *gpu*
-        ({}, {}, "1"),
+        ({"numProcPerNode": 3, "resourcesPerNode": GPU8}, {}, "3"),  # the TrainJob's wins
+        ({"resourcesPerNode": GPU8}, {}, "auto"),
+        ({"resourcesPerNode": {"limits": {"amd.com/gpu": "1"}, "requests": {"cpu": "4"}}},
+         {}, "auto"),
+        ({"resourcesPerNode": {"requests": {"nvidia.com/gpu": "0", "cpu": "2"}}}, {}, "2"),
+        # a GPU request of 0 with a positive limit is a GPU
+        ({"resourcesPerNode": {"requests": {"nvidia.com/gpu": "0"},
+                               "limits": {"nvidia.com/gpu": "1"}}}, {}, "auto"),
+        ({"resourcesPerNode": {"limits": {"example.com/GPU": "2"}}}, {}, "auto"),  # any case
+        ({"resourcesPerNode": {"requests": {"cpu": "2500m"}}}, {}, "3"),  # rounded up
+        ({"resourcesPerNode": {"limits": {"cpu": "0.5"}}}, {}, "1"),
+        # a zero CPU request falls back to the limit
+        ({"resourcesPerNode": {"requests": {"cpu": "0"}, "limits": {"cpu": "4"}}}, {}, "4"),
+        ({"resourcesPerNode": {"requests": {"cpu": "4", "habana.ai/gaudi": "8"}}}, {}, "4"),
+        ({"resourcesPerNode": {}}, {}, "1"),
+        # no resourcesPerNode: the runtime's value (default auto); its resources do not count
+        ({}, {}, "auto"),
+        ({}, {"numProcPerNode": 2}, "2"),
+        ({"resourcesPerNode": GPU8}, {"numProcPerNode": 2}, "2"),
     ],
-)
+)  # fmt: skip
 def test_processes_per_node_as_the_torch_plugin_computes_them(
-    trainer: dict[str, Any], resources: dict[str, Any], expected: str
+    trainer: dict[str, Any], torch: dict[str, Any], expected: str
 ) -> None:
-    assert torch_nproc(trainer, {"resources": resources}) == expected
+    assert torch_nproc(trainer, torch) == expected
 
 
 def test_a_trainjob_of_a_runtime_this_backend_lacks_is_refused() -> None:

@@ -3,8 +3,11 @@ everything else talks to the `Backend` contract (base.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from ..kubeflow.pod_objects import PodObjects
 from .base import Backend
 
 BACKENDS = ("local", "kubernetes")
@@ -16,14 +19,21 @@ def backend_for(
     kubeconfig: str | None = None,
     context: str | None = None,
     home: Path | None = None,
+    runtimes: Mapping[str, Mapping[str, Any]] | None = None,
+    objects: PodObjects | None = None,
 ) -> Backend:
-    """The backend called `name`: "local" (processes on this machine, state under `home`)
-    or "kubernetes" (the cluster of the kubeconfig and context, connected on first use).
-    Each is imported only when chosen."""
+    """The backend called `name`: "local" (processes on this machine, state under `home`,
+    TrainJobs against `runtimes` beside the built-in one, pods reading `objects`) or
+    "kubernetes" (the cluster of the kubeconfig and context, connected on first use; it
+    has its own runtimes, Secrets and ConfigMaps). Each is imported only when chosen."""
     if name == "local":
         from .local import LocalBackend
 
-        return LocalBackend(home)
+        return LocalBackend(home, runtimes=runtimes, objects=objects)
+    if runtimes or objects:
+        from ..errors import BadInput
+
+        raise BadInput("--runtime, --secret and --configmap are for --local: a cluster has its own")
     if name == "kubernetes":
         from .kubernetes import KubernetesBackend
 

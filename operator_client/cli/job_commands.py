@@ -41,13 +41,21 @@ def client_for(args: argparse.Namespace) -> Client:
         context=args.context,
         namespace=args.namespace,
         progress=console.info,
+        runtimes=getattr(args, "runtime", None) or (),
+        secrets=getattr(args, "secret", None) or (),
+        configmaps=getattr(args, "configmap", None) or (),
     )
 
 
 def _job_input(file: str) -> JobInput:
+    """The file's name, or for '-' standard input's text (a job file or a TrainJob)."""
+    if file != "-":
+        return file
     from ..spec import load_job_text
+    from ..spec.loader import MAX_BYTES
 
-    return load_job_text(sys.stdin.read(), "<stdin>").job if file == "-" else file
+    text = sys.stdin.read(MAX_BYTES + 1)
+    return text if "\n" in text else load_job_text(text, "<stdin>").job
 
 
 def apply(args: argparse.Namespace) -> int:
@@ -304,12 +312,14 @@ def report(args: argparse.Namespace) -> int:
 
 def doctor(args: argparse.Namespace) -> int:
     """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
+    from ..client.jobs import trainjob_manifest
+
     client = client_for(args)
     job = _job_input(args.file)
     findings = client.preflight(job, force_namespace=args.force_namespace, operator=args.operator)
     _findings(findings, info=True)
     if all(f.level == "info" for f in findings):
-        manifest = client.render(job, operator=args.operator)
+        manifest = trainjob_manifest(job) or client.render(job, operator=args.operator)
         name = f"{manifest['kind'].lower()}/{manifest['metadata']['name']}"
         print(f"{name}: the {client.backend.name} backend is ready for it")
     return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK

@@ -165,6 +165,24 @@ def _operator(cmd: argparse.ArgumentParser) -> None:
     )
 
 
+def _runtime(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--runtime",
+        action="append",
+        metavar="PATH",
+        help="with --local: a Trainer v2 runtime file (or a directory of them) a TrainJob may "
+        "name, e.g. Kubeflow's torch-distributed; repeatable (kctl-train's own is built in)",
+    )
+    for kind in ("secret", "configmap"):
+        cmd.add_argument(
+            f"--{kind}",
+            action="append",
+            metavar="FILE",
+            help=f"with --local: a {kind} manifest (kubectl get {kind} NAME -o yaml) the pods "
+            "read in env and volumes; repeatable",
+        )
+
+
 def _where(cmd: argparse.ArgumentParser) -> None:
     """kubectl's flags for where a job lives."""
     cmd.add_argument("-n", "--namespace", help="namespace (default: the job's, or 'default')")
@@ -259,6 +277,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     _output(apply, ("name", "yaml", "json"), "what to print")
     _operator(apply)
+    _runtime(apply)
     apply.set_defaults(handler="apply")
 
     status = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
@@ -364,6 +383,7 @@ def _job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _where(doctor)
     _force_namespace(doctor)
     _operator(doctor)
+    _runtime(doctor)
     doctor.set_defaults(handler="doctor")
 
     report = sub.add_parser(

@@ -10,7 +10,7 @@ job.collect(to="results/quickstart")
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run
 from .grace import grace_warning
 from .handle import JobHandle
-from .jobs import load, with_namespace
+from .jobs import load, trainjob_manifest, with_namespace
 
 if TYPE_CHECKING:
     from ..build import BuiltImage
@@ -34,7 +34,9 @@ class Client:
     "local" (processes on this machine, state under $KCTL_TRAIN_HOME), or a Backend.
     `namespace` is the default for calls that take one ("default" when unset).
     `progress` gets a line whenever a call waits on something (a job still terminating
-    before an apply, a delete waiting for pods)."""
+    before an apply, a delete waiting for pods). `runtimes`: files or directories of
+    Trainer v2 runtimes a TrainJob may name on the local backend (Kubeflow's own too);
+    `secrets`, `configmaps`: files of the Secrets and ConfigMaps its pods read there."""
 
     def __init__(
         self,
@@ -45,6 +47,9 @@ class Client:
         namespace: str | None = None,
         home: str | Path | None = None,
         progress: Callable[[str], None] | None = None,
+        runtimes: Sequence[str | Path] = (),
+        secrets: Sequence[str | Path] = (),
+        configmaps: Sequence[str | Path] = (),
     ) -> None:
         self.backend = (
             backend
@@ -54,6 +59,8 @@ class Client:
                 kubeconfig=kubeconfig,
                 context=context,
                 home=Path(home) if home is not None else None,
+                runtimes=_runtimes(runtimes),
+                objects=_objects(secrets, configmaps),
             )
         )
         self.namespace = namespace
@@ -90,10 +97,16 @@ class Client:
         renders only (the handle has the manifest), "server" also checks and validates
         with the backend, starting nothing. `image`: a build of the job's code (build());
         the job runs it, pinned (a local backend runs its root filesystem). `operator`
-        replaces spec.operator (pytorchjob or trainjob). PreflightFailed when checks find
-        errors."""
+        replaces spec.operator (pytorchjob or trainjob). A TrainJob object (written by
+        hand or by the Kubeflow SDK, as a file, text or dict) is applied as it is.
+        PreflightFailed when checks find errors."""
         from ..render import render
 
+        trainjob = trainjob_manifest(job)
+        if trainjob is not None:
+            return self._apply_object(
+                trainjob, namespace or self.namespace, dry_run, force_conflicts
+            )
         loaded = load(job, operator=operator)
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
         if image is not None:
@@ -122,15 +135,39 @@ class Client:
             warnings=warnings,
             note=note,
         )
+        return self._submit(handle, manifest, dry_run, force_conflicts)
+
+    def _apply_object(
+        self,
+        manifest: dict[str, Any],
+        namespace: str | None,
+        dry_run: str | None,
+        force_conflicts: bool,
+    ) -> JobHandle:
+        """A Kubeflow object as given: the admission rules, then as a rendered one."""
+        if namespace:
+            manifest["metadata"]["namespace"] = namespace
+        problems = admission_errors(manifest)
+        if problems:
+            raise BadInput(
+                f"the cluster would refuse this {manifest['kind']}: {'; '.join(problems)}"
+            )
+        meta = manifest["metadata"]
+        handle = JobHandle(
+            self.backend, meta["name"], meta.get("namespace", "default"), manifest=manifest
+        )
+        return self._submit(handle, manifest, dry_run, force_conflicts)
+
+    def _submit(
+        self, handle: JobHandle, manifest: dict[str, Any], dry_run: str | None, force: bool
+    ) -> JobHandle:
         if dry_run == "client":
             return handle
         findings = self.backend.check(manifest)
         if any(f.level == "error" for f in findings):
             raise PreflightFailed(handle.name, findings)
         handle.findings = findings
-        handle.submitted = self.backend.submit(
-            manifest, dry_run=dry_run == "server", force=force_conflicts
-        )
+        handle.submitted = self.backend.submit(manifest, dry_run=dry_run == "server", force=force)
         return handle
 
     def build(
@@ -182,9 +219,14 @@ class Client:
         operator: str | None = None,
     ) -> list[Finding]:
         """What would stop or stall the job on this backend, errors first (`doctor`); on a
-        cluster, also which operators it runs against the one the job renders for."""
+        cluster, also which operators it runs against the one the job renders for. A
+        TrainJob object is checked as it is (locally: the runtime it runs against)."""
         from ..render import render
 
+        trainjob = trainjob_manifest(job)
+        if trainjob is not None:
+            refused = [Finding("error", p, True) for p in admission_errors(trainjob)]
+            return refused or self.backend.check(trainjob)
         loaded = load(job, operator=operator)
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
         return self.backend.check(render(self.backend.prepare(spec)[0]))
@@ -247,3 +289,27 @@ class Client:
             concurrency=concurrency,
             progress=progress,
         )
+
+
+def _runtimes(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]] | None:
+    """The runtimes in `paths` by name (None for none); BadInput naming the file."""
+    if not paths:
+        return None
+    from ..kubeflow.runtime_files import RuntimeFileError, load_runtimes
+
+    try:
+        return load_runtimes(paths)
+    except RuntimeFileError as exc:
+        raise BadInput(f"--runtime {exc}") from None
+
+
+def _objects(secrets: Sequence[str | Path], configmaps: Sequence[str | Path]) -> Any:
+    """The Secrets and ConfigMaps in the files (None for none); BadInput naming the file."""
+    if not secrets and not configmaps:
+        return None
+    from ..kubeflow.pod_objects import ObjectFileError, load_objects
+
+    try:
+        return load_objects(secrets, configmaps)
+    except ObjectFileError as exc:
+        raise BadInput(f"--secret/--configmap {exc}") from None

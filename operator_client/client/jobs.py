@@ -40,6 +40,40 @@ def load(job: JobInput, source: str | None = None, operator: str | None = None) 
     raise BadInput(f"a job is a path, YAML text, a dict or a TrainingJob, not {type(job).__name__}")
 
 
+def trainjob_manifest(job: JobInput) -> dict[str, Any] | None:
+    """`job` as a TrainJob object when it is one (apiVersion trainer.kubeflow.org/...,
+    kind TrainJob: written by hand or by the Kubeflow SDK), to apply as it is; None for a
+    job file, which `load` validates."""
+    from ..kubeflow import trainjob as tj
+    from ..spec.loader import MAX_BYTES
+    from ..untrusted import UntrustedFileError, read_bytes
+
+    data: Any = job
+    if isinstance(job, str) and "\n" in job:
+        data = _yaml(job)
+    elif isinstance(job, str | os.PathLike):
+        try:
+            data = _yaml(read_bytes(Path(job), MAX_BYTES).decode("utf-8"))
+        except (OSError, UntrustedFileError, UnicodeDecodeError):
+            return None  # load() reports it
+    if not isinstance(data, Mapping) or data.get("kind") != tj.KIND:
+        return None
+    if data.get("apiVersion") != tj.API_VERSION or not isinstance(data.get("metadata"), Mapping):
+        return None
+    copy: dict[str, Any] = json.loads(json.dumps(data))  # a plain copy the caller may change
+    return copy
+
+
+def _yaml(text: str) -> Any:
+    """The YAML document in `text`; None where it is not one (load() says why)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
 def with_namespace(loaded: LoadedJob, namespace: str | None, force: bool) -> TrainingJob:
     """The job in `namespace` (None: its own). A namespace the file names is only
     replaced with `force`, as kubectl refuses a conflicting -n."""

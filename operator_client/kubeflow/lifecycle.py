@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from . import pytorchjob as pj
 from . import trainjob as tj
+from .groups import Group
 from .workload import Workload, workload_of
 
 CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
@@ -70,7 +71,7 @@ class Policy:
         return cls(
             job=workload.name,
             restart={g.type: g.restart_policy for g in workload.groups},
-            backoff_limit=workload.groups[0].backoff_limit,
+            backoff_limit=workload.main.backoff_limit if workload.groups else None,
             active_deadline=deadline,
             clean_pods=clean,
             elastic=spec.get("elasticPolicy") is not None,
@@ -111,6 +112,7 @@ class Decision:
     condition: str | None = None  # the job's new condition, if any
     reason: str = ""
     message: str = ""
+    detail: str = ""  # beyond the condition's message, for kctl-train's own status line
 
 
 def replicas_of(manifest: Mapping[str, Any] | Workload) -> list[Replica]:
@@ -155,20 +157,17 @@ def words(
     job = policy.job
     why = f"({exited.name} exited with code {code})" if exited else ""
     if policy.kind == tj.KIND:
-        failed_job = "jobset failed due to one or more job failures: "
-        failed_job += f"Job {tj.node_job(job)}"
+        # Copied from the JobSet's condition, as Trainer does; JobSet names the first
+        # failed Job only (the pod's exit is in kctl-train's own line: detail()).
+        failed = "jobset failed due to one or more job failures (first failed job: "
+        failed += f"{tj.job_name(job, exited.type if exited else tj.REPLICATED_JOB)})"
         return {
             "created": ("Created", f"TrainJob {job} is created."),
             "running": ("Running", f"TrainJob {job} is running."),
-            # Copied from the JobSet's condition, as Trainer does.
             "succeeded": ("AllJobsCompleted", "jobset completed successfully"),
-            "failed": ("FailedJobs", f"{failed_job} failed {why}"),
+            "failed": ("FailedJobs", failed),
             "restarting": ("Restarting", f"TrainJob {job}: the container restarts in place {why}"),
-            "backoff": (
-                "FailedJobs",
-                f"{failed_job} has reached the specified backoff limit "
-                f"({policy.backoff_limit} restarts; {why[1:-1]})",
-            ),
+            "backoff": ("FailedJobs", failed),
             "deadline": ("DeadlineExceeded", "TrainJob exceeded its active deadline"),
         }[event]
     kind, failing = pj.KIND, f"1 {exited.type if exited else ''} replica(s) failed {why}."
@@ -191,10 +190,25 @@ def words(
     }[event]
 
 
+def detail(policy: Policy, event: str, exited: Replica, code: int) -> str:
+    """kctl-train's own line for a TrainJob's failure (its condition names only the
+    Job): which pod exited how; empty where the condition says it already."""
+    if policy.kind != tj.KIND or event not in ("failed", "backoff"):
+        return ""
+    limit = f" and its Job reached the backoff limit ({policy.backoff_limit} restarts)"
+    return f"{exited.name} exited with code {code}{limit if event == 'backoff' else ''}"
+
+
 def _decide(policy: Policy, event: str, exited: Replica, code: int, **kw: bool) -> Decision:
     condition = {"succeeded": SUCCEEDED, "restarting": RESTARTING}.get(event, FAILED)
     reason, message = words(policy, event, exited, code)
-    return Decision(condition=condition, reason=reason, message=message, **kw)
+    return Decision(
+        condition=condition,
+        reason=reason,
+        message=message,
+        detail=detail(policy, event, exited, code),
+        **kw,
+    )
 
 
 def on_exit(
@@ -295,27 +309,20 @@ def status_body(
 ) -> dict[str, Any]:
     """The job's `status` as its operator writes it: a PyTorchJob's conditions, replica
     statuses and times; a TrainJob's Complete, Failed or Suspended condition and the
-    node Job's counts (jobsStatus: one Job, so each count is 0 or 1)."""
+    replicated Jobs' counts (jobsStatus: one Job each, so each count is 0 or 1)."""
     reps = list(replicas)
     if policy.kind == tj.KIND:
         state = job_state(conditions)
-        active = state not in ENDED and any(r.phase in (ACTIVE, PENDING) for r in reps)
+        jobs: dict[str, list[Replica]] = {}
+        for r in reps:
+            jobs.setdefault(r.type, []).append(r)
         return {
             "conditions": [
                 _condition_body(replace(c, type=TRAINJOB_CONDITIONS[c.type]))
                 for c in conditions
                 if c.type in TRAINJOB_CONDITIONS
             ],
-            "jobsStatus": [
-                {
-                    "name": tj.REPLICATED_JOB,
-                    "ready": int(active and all(r.phase == ACTIVE for r in reps)),
-                    "succeeded": int(state == SUCCEEDED),
-                    "failed": int(state == FAILED),
-                    "active": int(active),
-                    "suspended": int(state == SUSPENDED),
-                }
-            ],
+            "jobsStatus": [_job_status(name, pods, state) for name, pods in jobs.items()],
         }
     return {
         "conditions": [_condition_body(c) for c in conditions],
@@ -323,6 +330,41 @@ def status_body(
         "startTime": rfc3339(started),
         "completionTime": rfc3339(completed),
     }
+
+
+def _job_status(name: str, pods: list[Replica], state: str) -> dict[str, Any]:
+    """One replicated Job's entry of a TrainJob's jobsStatus."""
+    done = bool(pods) and all(r.phase == DONE for r in pods)
+    failed = any(r.phase == CRASHED for r in pods) and state == FAILED
+    active = state not in ENDED and not done and any(r.phase in (ACTIVE, PENDING) for r in pods)
+    return {
+        "name": name,
+        "ready": int(active and all(r.phase == ACTIVE for r in pods)),
+        "succeeded": int(done),
+        "failed": int(failed),
+        "active": int(active),
+        "suspended": int(state == SUSPENDED),
+    }
+
+
+def startable(
+    groups: Sequence[Group], replicas: Iterable[Replica], started: Iterable[str]
+) -> list[str]:
+    """The groups (TrainJob: replicated Jobs) not yet started whose dependsOn holds:
+    every pod of each Job they depend on Succeeded ("Complete") or Running ("Ready")."""
+    reps = list(replicas)
+    begun = set(started)
+
+    def reached(name: str, status: str) -> bool:
+        pods = [r for r in reps if r.type == name]
+        want = DONE if status == "Complete" else ACTIVE
+        return name in begun and all(r.phase in (want, DONE) for r in pods)
+
+    return [
+        g.type
+        for g in groups
+        if g.type not in begun and all(reached(n, s) for n, s in g.depends_on)
+    ]
 
 
 def _condition_body(c: Condition) -> dict[str, Any]:

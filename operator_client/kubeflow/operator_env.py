@@ -82,7 +82,8 @@ def operator_env(
     then the elastic ones or PET_NNODES, then PET_NPROC_PER_NODE."""
     spec = manifest["spec"]
     name = manifest["metadata"]["name"]
-    replicas = spec["pytorchReplicaSpecs"]
+    # The API server drops a null replica spec (`Worker: null`): a Master-only job.
+    replicas = {k: v for k, v in spec["pytorchReplicaSpecs"].items() if v is not None}
     # getTotalReplicas sums int32 replica counts in an int32.
     total = _wrap(sum(_replicas(r) for r in replicas.values()), INT32)
     nproc = nproc_per_node(spec)

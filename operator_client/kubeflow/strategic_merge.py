@@ -2,10 +2,14 @@
 patches touch: Trainer v2.3 applies each runtimePatches entry, and `trainer`'s env and
 resources, this way onto the runtime's JobSet template (docs/TRAINJOB.md).
 
-Maps merge key by key; lists of objects with a patch merge key (containers, volumes, env,
-volumeMounts, ...) merge item by item on that key; any other list is replaced; a null
-deletes the key. Directives ($patch, $retainKeys) are not supported: nothing kctl-train
-renders uses them.
+Maps merge key by key; lists that core/v1 declares with a patch merge key (containers,
+volumes, env, volumeMounts, ports, schedulingGates, ...) merge item by item on that key;
+any other list (tolerations, command) is replaced. A null means "not set": the API server
+drops nulls from a TrainJob before Trainer reads it, so a null neither deletes nor
+replaces (apimachinery's strategicpatch would delete, but never sees one). An env entry
+replaced by name is replaced whole: Trainer's apply configurations set `value` and
+`valueFrom` together, so one entry never ends up with both. Directives ($patch,
+$retainKeys) are not supported: nothing kctl-train renders uses them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ MERGE_KEYS = {
     "env": "name",
     "volumeMounts": "mountPath",
     "ports": "containerPort",
+    "schedulingGates": "name",
 }
+# Lists whose items are replaced whole when their keys match (see the module docstring).
+WHOLE_ITEMS = {"env"}
 
 
 def merge(base: Any, patch: Any, field: str = "") -> Any:
@@ -34,11 +41,11 @@ def merge(base: Any, patch: Any, field: str = "") -> Any:
         out = {k: copy.deepcopy(v) for k, v in base.items()}
         for key, value in patch.items():
             if value is None:
-                out.pop(key, None)
-            elif key in out:
+                continue
+            if key in out:
                 out[key] = merge(out[key], value, key)
             else:
-                out[key] = copy.deepcopy(value)
+                out[key] = _without_nulls(value)
         return out
     key = MERGE_KEYS.get(field)
     if key and isinstance(base, list) and isinstance(patch, list):
@@ -47,8 +54,19 @@ def merge(base: Any, patch: Any, field: str = "") -> Any:
         for item in patch:
             at = index.get(item.get(key)) if isinstance(item, Mapping) else None
             if at is None:
-                merged.append(copy.deepcopy(item))
+                merged.append(_without_nulls(item))
+            elif field in WHOLE_ITEMS:
+                merged[at] = _without_nulls(item)
             else:
                 merged[at] = merge(merged[at], item)
         return merged
-    return copy.deepcopy(patch)
+    return _without_nulls(patch)
+
+
+def _without_nulls(value: Any) -> Any:
+    """A copy of `value` without null map entries (as the API server stores it)."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return copy.deepcopy(value)

@@ -19,12 +19,17 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 PATCH_MANAGER = "kctl-train.io/render"
 
 
-def node_job(trainjob: str) -> str:
-    """The trainer's Job: JobSet names it `<jobset>-<replicatedJob>-<index>`."""
-    return f"{trainjob}-{REPLICATED_JOB}-0"
+def job_name(trainjob: str, replicated_job: str = REPLICATED_JOB) -> str:
+    """A replicated Job's (only) Job: JobSet names it `<jobset>-<replicatedJob>-<index>`."""
+    return f"{trainjob}-{replicated_job}-0"
+
+
+def pod_hostname(trainjob: str, replicated_job: str, index: int) -> str:
+    """A pod's hostname (its Indexed Job's `<job>-<completion index>`); the pod's name
+    adds 5 random characters."""
+    return f"{job_name(trainjob, replicated_job)}-{index}"
 
 
 def node_hostname(trainjob: str, index: int) -> str:
-    """A node pod's hostname (its Indexed Job's `<job>-<completion index>`); the pod's
-    name adds 5 random characters."""
-    return f"{node_job(trainjob)}-{index}"
+    """A trainer pod's hostname."""
+    return pod_hostname(trainjob, REPLICATED_JOB, index)

@@ -55,7 +55,17 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     managed_by = spec.get("managedBy")
     if managed_by is not None and managed_by not in TRAINJOB_MANAGED_BY:
         errors.append(f"spec.managedBy must be one of {', '.join(TRAINJOB_MANAGED_BY)}")
-    for item in (spec.get("trainer") or {}).get("env") or []:
+    trainer = spec.get("trainer") or {}
+    for field in ("numNodes", "numProcPerNode"):
+        value = trainer.get(field)
+        # The CRD types both as integers (an int32): the API server refuses anything else
+        # before the webhook runs (trainer.kubeflow.org_trainjobs.yaml).
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            errors.append(
+                f'spec.trainer.{field}: Invalid value: "{_json_type(value)}": '
+                f'spec.trainer.{field} in body must be of type integer: "{_json_type(value)}"'
+            )
+    for item in trainer.get("env") or []:
         if item.get("name") in TRAINJOB_RESERVED_ENV:
             errors.append(f"spec.trainer.env: {item['name']} is set by the torch plugin")
     for patch in spec.get("runtimePatches") or []:
@@ -67,6 +77,13 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _json_type(value: Any) -> str:
+    """The OpenAPI type name of a JSON value, as the API server's messages give it."""
+    if isinstance(value, bool):
+        return "boolean"
+    return {str: "string", float: "number", list: "array", dict: "object"}.get(type(value), "null")
+
+
 def webhook_errors(manifest: dict[str, Any]) -> list[str]:
     """Why the operator's webhook would reject this PyTorchJob; empty when it accepts it.
     Absent fields and explicit nulls are alike, as in Go."""
@@ -76,9 +93,12 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
     if managed_by is not None and managed_by not in pj.MANAGED_BY:
         errors.append(f"spec.runPolicy.managedBy must be one of {', '.join(pj.MANAGED_BY)}")
     replicas = spec.get("pytorchReplicaSpecs")
+    if replicas is not None:
+        # The API server drops null values before the webhook sees the object: `Worker:
+        # null` is no Worker at all (a Master-only job).
+        replicas = {k: v for k, v in replicas.items() if v is not None}
     elastic = spec.get("elasticPolicy")
     if elastic is not None:
-        # A Worker key with a null value counts as configured here (Go's `_, ok :=`).
         if replicas is None or pj.WORKER not in replicas:
             errors.append("spec.elasticPolicy needs a Worker replica spec")
         if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
@@ -91,15 +111,11 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
     return errors
 
 
-def _replica_errors(rtype: str, rspec: dict[str, Any] | None) -> list[str]:
+def _replica_errors(rtype: str, rspec: dict[str, Any]) -> list[str]:
     where = f"spec.pytorchReplicaSpecs.{rtype}"
     errors = []
     if rtype not in pj.REPLICA_TYPES:
         errors.append(f"{where}: replica type must be one of {', '.join(pj.REPLICA_TYPES)}")
-    if rspec is None:
-        # The operator's webhook reports the missing containers, then dereferences the nil
-        # spec and fails the request; either way the job is refused.
-        return [*errors, f"{where}: the replica spec is null: it needs a pod template"]
     containers = ((rspec.get("template") or {}).get("spec") or {}).get("containers") or []
     if not containers:
         errors.append(f"{where}.template.spec.containers must be specified")

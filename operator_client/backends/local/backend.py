@@ -26,6 +26,7 @@ from ...errors import BadInput, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
+from ...kubeflow.pod_objects import PodObjects
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
@@ -77,12 +78,22 @@ class LocalBackend(Backend):
     local_images = True
 
     def __init__(
-        self, root: Path | None = None, *, pods: str | None = None, image: ImageRoot | None = None
+        self,
+        root: Path | None = None,
+        *,
+        pods: str | None = None,
+        image: ImageRoot | None = None,
+        runtimes: Mapping[str, Mapping[str, Any]] | None = None,
+        objects: PodObjects | None = None,
     ) -> None:
         """`pods`: auto (pod sandboxes where this machine can run them, else processes),
         sandbox or process; default $KCTL_TRAIN_LOCAL_PODS, else auto. `image`: run the
-        replicas from an image's root filesystem (sandboxes only)."""
+        replicas from an image's root filesystem (sandboxes only). `runtimes`: Trainer v2
+        runtimes a TrainJob may name, by name, beside kctl-train's built-in one. `objects`:
+        the Secrets and ConfigMaps the pods read (env and volumes)."""
         self.root = root or home()
+        self.runtimes = dict(runtimes or {})
+        self.objects = objects or PodObjects()
         self.pods = pods or os.environ.get(MODE_ENV) or AUTO
         if self.pods not in MODES:
             raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
@@ -133,7 +144,7 @@ class LocalBackend(Backend):
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
         try:
-            workload = workload_of(manifest)
+            workload = workload_of(manifest, self.runtimes)
         except (WorkloadError, KeyError) as exc:
             return [Finding("error", f"the local backend cannot run this job: {exc}", True)]
         bindir = Path(sys.executable).parent
@@ -148,6 +159,13 @@ class LocalBackend(Backend):
                 )
             ]
         findings = []
+        if workload.trainjob:
+            ref = manifest["spec"]["runtimeRef"]["name"]
+            given = "given with --runtime" if ref in self.runtimes else "built in"
+            groups = ", ".join(f"{g.type} ({g.count})" for g in workload.groups)
+            findings.append(
+                Finding("info", f"runtime: {ref} ({given}); replicated Jobs in order: {groups}")
+            )
         too_many = _process_problem(workload)
         if too_many:
             findings.append(Finding("error", too_many, bad_input=True))
@@ -167,15 +185,25 @@ class LocalBackend(Backend):
                     bad_input=True,
                 )
             )
+        sandboxed = True
         try:
             mode = choose(self._requested(), location.endpoint if location else None)
+            sandboxed = mode.sandboxed
             findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
         except OSError as exc:
             findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
+        findings += _volume_findings(workload, self.objects, sandboxed)
         for replica in lc.replicas_of(workload):
             try:
                 replica_command(workload.container(replica.type), bindir)
-                replica_env(workload, replica, port=0, base=env, tmpdir=Path("/nonexistent"))
+                replica_env(
+                    workload,
+                    replica,
+                    port=0,
+                    base=env,
+                    tmpdir=Path("/nonexistent"),
+                    objects=self.objects,
+                )
             except (PodEnvError, WorkloadError) as exc:
                 findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
         return findings
@@ -224,10 +252,16 @@ class LocalBackend(Backend):
             mode = choose(self._requested(), location.endpoint if location else None)
         except OSError as exc:
             raise LocalJobError(f"{exc}; run as processes with {MODE_ENV}=process") from None
-        _claim_store(manifest, mode.sandboxed)
+        workload = workload_of(manifest, self.runtimes)
+        _claim_store(manifest, workload, mode.sandboxed)
         shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
+        if self.objects.secrets or self.objects.configmaps:
+            write_json(job.objects_file, self.objects.to_json())
+            job.objects_file.chmod(0o600)  # Secrets' values
+        if workload.trainjob and manifest["spec"]["runtimeRef"]["name"] in self.runtimes:
+            write_json(job.runtime_file, self.runtimes[manifest["spec"]["runtimeRef"]["name"]])
         save_mode(job, mode, self.image)
         with job.supervisor_log.open("wb") as log:
             process = subprocess.Popen(
@@ -299,7 +333,8 @@ class LocalBackend(Backend):
             local.replicas
             if local
             else tuple(
-                LocalReplica(r.name, r.type, r.index, r.phase) for r in lc.replicas_of(manifest)
+                LocalReplica(r.name, r.type, r.index, r.phase)
+                for r in lc.replicas_of(job.workload())
             )
         )
         return JobView(
@@ -389,8 +424,7 @@ class LocalBackend(Backend):
         job = self.job(namespace, name)
         if not job.exists():
             return False
-        manifest = job.manifest()
-        timeout = lc.Policy.from_manifest(manifest).grace_seconds
+        timeout = lc.Policy.of(job.workload()).grace_seconds
         if self._signal(job, "deleted (kctl-train delete)") and not self._wait_stopped(
             job, timeout + 10
         ):
@@ -462,6 +496,31 @@ def _available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -> list[Finding]:
+    """Volumes a local run cannot mount, or cannot mount this way (processes mount none)."""
+    from .sandbox.podspec import mounted_volumes
+
+    findings = []
+    for group in workload.groups:
+        try:
+            host, given = mounted_volumes(workload, group.type, objects)
+        except ValueError as exc:
+            findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
+            continue
+        targets = [v.target for v in host] + [v.target for v in given]
+        if targets and not sandboxed:
+            findings.append(
+                Finding(
+                    "error",
+                    f"{group.type}: volumes at {', '.join(targets)} need pod sandboxes (a plain "
+                    "process sees this machine's files, not the pod's volumes); run as root "
+                    f"without {MODE_ENV}=process",
+                    bad_input=True,
+                )
+            )
+    return findings
+
+
 def _process_problem(workload: Workload) -> str | None:
     """Why this machine cannot run the job's processes (None: it can): every replica is
     a torchrun agent and its workers, all on this machine."""
@@ -480,7 +539,7 @@ def _process_problem(workload: Workload) -> str | None:
     return None
 
 
-def _claim_store(manifest: Mapping[str, Any], sandboxed: bool) -> None:
+def _claim_store(manifest: Mapping[str, Any], workload: Workload, sandboxed: bool) -> None:
     """Make the job's file:// store one of kctl-train's, and in pod sandboxes its run
     directory the pods' own (BadInput saying why not)."""
     location = StorageLocation.of(manifest)
@@ -493,8 +552,7 @@ def _claim_store(manifest: Mapping[str, Any], sandboxed: bool) -> None:
         if sandboxed:
             from .sandbox.podspec import identity
 
-            workload = workload_of(manifest)
-            uid, gid, _ = identity(workload, workload.groups[0].type)
+            uid, gid, _ = identity(workload, workload.main.type)
             file_store.run_directory(run, store, uid, gid)
     except file_store.StoreRefused as exc:
         raise BadInput(f"storage file://{store}: a local run cannot use it: {exc}") from None
@@ -573,5 +631,5 @@ def _kill_orphans(job: JobDir) -> list[int]:
         from .sandbox.network import PodNetwork
         from .sandbox.pods import release
 
-        release(PodNetwork.of(job.path, [r.name for r in lc.replicas_of(job.manifest())]))
+        release(PodNetwork.of(job.path, [r.name for r in lc.replicas_of(job.workload())]))
     return left

@@ -1,7 +1,9 @@
 """Where a local job lives on disk, so any terminal can see it:
 `$KCTL_TRAIN_HOME/local/<namespace>/<name>/` (default `~/.kctl-train`).
 
-    manifest.json     the PyTorchJob being run
+    manifest.json     the PyTorchJob or TrainJob being run
+    runtime.json      a TrainJob's runtime, as given at submit (absent: the built-in one)
+    objects.json      the Secrets and ConfigMaps given at submit (mode 0600)
     status.json       its status (conditions, replica statuses, per-replica detail)
     logs/<pod>.log    each replica's output, across restarts
     pods/<pod>/tmp    each replica's private /tmp (processes)
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...kubeflow.pod_objects import PodObjects
+from ...kubeflow.workload import Workload, workload_of
 from ...runstore.documents import Document
 from ...runstore.location import home
 from ...untrusted import read_json
@@ -156,6 +160,21 @@ class JobDir:
         return self.path / "manifest.json"
 
     @property
+    def runtime_file(self) -> Path:
+        return self.path / "runtime.json"
+
+    @property
+    def objects_file(self) -> Path:
+        return self.path / "objects.json"
+
+    def objects(self) -> PodObjects:
+        """The Secrets and ConfigMaps given at submit (none: an empty set)."""
+        try:
+            return PodObjects.from_json(read_json(self.objects_file))
+        except FileNotFoundError:
+            return PodObjects()
+
+    @property
     def status_file(self) -> Path:
         return self.path / "status.json"
 
@@ -198,6 +217,15 @@ class JobDir:
     def manifest(self) -> dict[str, Any]:
         body: dict[str, Any] = read_json(self.manifest_file)
         return body
+
+    def workload(self) -> Workload:
+        """The job's pods, built from its manifest (and its TrainJob's runtime)."""
+        manifest = self.manifest()
+        try:
+            runtime = read_json(self.runtime_file)
+        except FileNotFoundError:
+            return workload_of(manifest)
+        return workload_of(manifest, {runtime["metadata"]["name"]: runtime})
 
     def status(self) -> dict[str, Any]:
         """The last status the supervisor wrote ({} before its first write, or when it is

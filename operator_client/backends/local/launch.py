@@ -44,6 +44,7 @@ class Pods(ABC):
 
     def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
         self.job, self.workload, self.mode = job, workload, mode
+        self.objects = job.objects()  # the Secrets and ConfigMaps given at submit
 
     @abstractmethod
     def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
@@ -99,7 +100,9 @@ class ProcessPods(Pods):
     def launch(self, replica: Replica, env: Mapping[str, str], extra: Mapping[str, str]) -> Launch:
         tmp = self.job.tmp(replica.name)
         tmp.mkdir(parents=True, exist_ok=True)
-        full = replica_env(self.workload, replica, port=self.port, base=env, tmpdir=tmp)
+        full = replica_env(
+            self.workload, replica, port=self.port, base=env, tmpdir=tmp, objects=self.objects
+        )
         full.update(extra)
         # The caller's directory plays the image's WORKDIR: its modules are importable.
         full["PYTHONPATH"] = host_pythonpath(env)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...kubeflow.lifecycle import Replica
 from ...kubeflow.pod_env import PodEnvError, resolve_env
+from ...kubeflow.pod_objects import PodObjects
 from ...kubeflow.workload import Workload
 
 # Variables of the caller's shell that would confuse a replica's torchrun or runtime:
@@ -47,24 +48,25 @@ def loopback_for(workload: Workload) -> Callable[[str], str]:
     return address
 
 
-def secrets_from_env(
-    container: Mapping[str, Any], env: Mapping[str, str]
-) -> dict[str, dict[str, str]]:
-    """Stand-ins for the Secrets the container references: each key is read from the
-    caller's variable of the same name (AWS_ACCESS_KEY_ID and friends)."""
-    secrets: dict[str, dict[str, str]] = {}
+def pod_objects(
+    container: Mapping[str, Any], env: Mapping[str, str], given: PodObjects
+) -> PodObjects:
+    """The Secrets and ConfigMaps the container reads: those given (--secret,
+    --configmap); for a Secret not given, each key from the caller's variable of the same
+    name (AWS_ACCESS_KEY_ID and friends)."""
+    secrets = {name: dict(values) for name, values in given.secrets.items()}
     for item in container.get("env", []):
-        ref = item.get("valueFrom", {}).get("secretKeyRef")
-        if ref is None:
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is None or ref["name"] in given.secrets or ref.get("optional"):
             continue
         if ref["key"] not in env:
             raise PodEnvError(
                 f"{item['name']}: the job reads key {ref['key']!r} of Secret "
-                f"{ref['name']!r}; a local run takes it from your environment variable "
-                f"{ref['key']}, which is not set"
+                f"{ref['name']!r}; give the Secret with --secret FILE, or set your "
+                f"environment variable {ref['key']}, which a local run takes it from"
             )
         secrets.setdefault(ref["name"], {})[ref["key"]] = env[ref["key"]]
-    return secrets
+    return PodObjects(secrets, given.configmaps)
 
 
 def replica_env(
@@ -76,12 +78,14 @@ def replica_env(
     tmpdir: Path | None = None,
     pod_ip: str | None = None,
     secrets: Mapping[str, str] | None = None,
+    objects: PodObjects | None = None,
 ) -> dict[str, str]:
     """The environment of one replica's process.
 
     `base` is what the container starts with (as processes: the caller's environment,
     without LEAKY_PREFIXES; in a pod sandbox: the image's, host_view.image_env); the
-    Secrets it references are read from `secrets` (default `base`).
+    Secrets and ConfigMaps it references are `objects`, else Secrets' keys are read from
+    `secrets` (default `base`).
     As processes sharing this machine (no `pod_ip`): Service names map to loopback,
     `port` replaces the rendezvous port, `tmpdir` stands in for the pod's own /tmp
     (TMPDIR, and HOME when the container points HOME there). In a pod sandbox
@@ -96,7 +100,10 @@ def replica_env(
         **resolve_env(
             container,
             pod_ip=pod_ip or LOOPBACK,
-            secrets=secrets_from_env(container, base if secrets is None else secrets),
+            objects=pod_objects(
+                container, base if secrets is None else secrets, objects or PodObjects()
+            ),
+            fields=workload.pod_fields(replica.type, replica.index),
         ),
         **workload.operator_env(replica.type, replica.index, address=address, port=port),
     }

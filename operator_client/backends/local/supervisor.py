@@ -24,7 +24,6 @@ from typing import Any
 from ...contract import TERMINATION_LOG_ENV
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_env import PodEnvError
-from ...kubeflow.workload import workload_of
 from ...untrusted import read_tail
 from . import chaos, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
@@ -63,12 +62,14 @@ class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
         self.manifest = job.manifest()
-        self.workload = workload_of(self.manifest)
+        self.workload = job.workload()
         self.policy = lc.Policy.of(self.workload)
         self.replicas = {r.name: r for r in lc.replicas_of(self.workload)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restart_at: dict[str, float] = {}
         self.conditions: list[lc.Condition] = []
+        self.detail = ""  # kctl-train's own line beyond the last condition's message
+        self.started_groups: list[str] = []
         self.counted_restarts = 0
         self.started = time.time()
         self.completed: float | None = None
@@ -113,17 +114,15 @@ class Supervisor:
 
     def _supervise(self) -> None:
         self._condition(lc.CREATED, *lc.words(self.policy, "created"))
-        try:
-            for replica in self.replicas.values():
-                self._start(replica)
-        except (PodEnvError, OSError, ValueError) as exc:
-            self._finish(lc.FAILED, "InvalidReplica", f"cannot start a replica: {exc}")
-            self._terminate(list(self.procs))
-            self._write()
+        if not self._start_due_groups():
             return
         self._condition(lc.RUNNING, *lc.words(self.policy, "running"))
+        if not self.replicas:  # numNodes 0: Jobs without pods complete at once
+            self._finish(lc.SUCCEEDED, *lc.words(self.policy, "succeeded"))
         while not self._finished():
             self._reap()
+            if not self._start_due_groups():
+                return
             self._restart_due()
             self._check_deadline()
             self._faults()
@@ -133,6 +132,25 @@ class Supervisor:
             time.sleep(POLL_SECONDS)
         self._clean_up()
         self._write()
+
+    def _start_due_groups(self) -> bool:
+        """Start the pods of every group whose dependsOn now holds (a TrainJob's
+        initializers before its trainer; a PyTorchJob's all at once). False when one
+        could not start: the job has failed, its replicas are ended."""
+        try:
+            for group in lc.startable(
+                self.workload.groups, self.replicas.values(), self.started_groups
+            ):
+                self.started_groups.append(group)
+                for replica in self.replicas.values():
+                    if replica.type == group:
+                        self._start(replica)
+        except (PodEnvError, OSError, ValueError) as exc:
+            self._finish(lc.FAILED, "InvalidReplica", f"cannot start a replica: {exc}")
+            self._terminate(list(self.procs))
+            self._write()
+            return False
+        return True
 
     def _finished(self) -> bool:
         return lc.job_state(self.conditions) in lc.ENDED
@@ -251,9 +269,12 @@ class Supervisor:
                     name, f"exited with code {replica.exit_code}; restart {restarts} in {delay:g}s"
                 )
             if decision.condition in lc.ENDED:
-                message = decision.message
-                if replica.message:
+                message, detail = decision.message, decision.detail
+                if replica.message and detail:  # a TrainJob: its condition is JobSet's
+                    detail += f": {replica.message}"
+                elif replica.message:
                     message += f" {name}: {replica.message}"
+                self.detail = detail
                 self._finish(decision.condition or "", decision.reason, message)
             elif decision.condition:
                 self._condition(decision.condition, decision.reason, decision.message)
@@ -336,7 +357,7 @@ class Supervisor:
         mode, pods = self.mode, self.pods
         return LocalStatus(
             state=lc.job_state(self.conditions),
-            message=self.conditions[-1].message if self.conditions else "",
+            message=": ".join(m for m in (self._last_message(), self.detail) if m),
             supervisor_pid=os.getpid(),
             mode=mode.mode,
             why=mode.why,
@@ -363,6 +384,9 @@ class Supervisor:
                 for r in self.replicas.values()
             ),
         )
+
+    def _last_message(self) -> str:
+        return self.conditions[-1].message if self.conditions else ""
 
     def _write(self) -> None:
         body = self.status()

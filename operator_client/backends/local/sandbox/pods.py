@@ -4,6 +4,7 @@ relayed in (relay.py), and per replica a pod description for the shim (shim.py).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Mapping
@@ -25,11 +26,14 @@ from .podspec import (
     RESOLV_CONF,
     Bind,
     PodSandbox,
+    Volume,
+    cpu_limit,
     emptydirs,
     gpu_devices,
     hosts_file,
     identity,
     memory_limit,
+    mounted_volumes,
     seccomp_profile,
 )
 from .relay import LoopbackRelay, loopback_port
@@ -75,6 +79,26 @@ class SandboxPods(Pods):
         store, run = self.store
         return [Bind(str(file_store.run_directory(run, store, uid, gid)), writable=True)]
 
+    def _mounted(self, pod: str, replica_type: str) -> list[Volume]:
+        """The container's hostPath, configMap and secret volumes; the objects' files are
+        written afresh for each start, as the kubelet projects them."""
+        host, given = mounted_volumes(self.workload, replica_type, self.objects)
+        volumes = list(host)
+        for volume in given:
+            directory = self.job.pod_dir(pod) / "volumes" / volume.name
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
+            directory.chmod(0o755)
+            for path, text in volume.files.items():
+                target = directory / path
+                if ".." in Path(path).parts or Path(path).is_absolute():
+                    raise ValueError(f"volume {volume.name!r}: item path {path!r} leaves it")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+                target.chmod(volume.mode)
+            volumes.append(Volume(str(directory), volume.target, read_only=True))
+        return volumes
+
     def _view(self) -> HostView:
         """This machine as the image (no image given): computed once per job."""
         if self._host is None:
@@ -94,6 +118,7 @@ class SandboxPods(Pods):
         termination.touch()
         os.chown(termination, uid, gid)
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
+        volumes = self._mounted(replica.name, replica.type)
         address = self.network.address(replica.name)
         # The pod's env is its image's and its manifest's, never the caller's shell.
         identity_needed = self.s3 and not any(
@@ -110,7 +135,9 @@ class SandboxPods(Pods):
             command = replica_command(container, bindir())
             binds += view.binds
             workdir = os.getcwd()
-        pod_env = replica_env(self.workload, replica, base=base, pod_ip=address, secrets=env)
+        pod_env = replica_env(
+            self.workload, replica, base=base, pod_ip=address, secrets=env, objects=self.objects
+        )
         pod_env["HOSTNAME"] = replica.name  # as the container runtime sets it
         if view is not None:
             # The working directory plays the image's WORKDIR: its modules are importable.
@@ -139,6 +166,8 @@ class SandboxPods(Pods):
             hidden=view.hidden if view else (),
             devices=gpu_devices(self.workload, replica.type),
             seccomp=seccomp_profile(self.workload, replica.type),
+            volumes=tuple(volumes),
+            cpu_limit=cpu_limit(self.workload, replica.type),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())

@@ -3,8 +3,9 @@
 
 Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
 container's (readOnlyRootFilesystem, capabilities dropped, allowPrivilegeEscalation
-false), its emptyDir volumes (/tmp, /dev/shm with sizeLimit), the memory limit, a
-hostname that is the pod's name, and an address of its own. The sandbox maps each.
+false), its volumes (emptyDir as tmpfs with sizeLimit; hostPath, configMap and secret
+mounted where the container says, read-only where it says), the memory and CPU limits,
+a hostname that is the pod's name, and an address of its own. The sandbox maps each.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ....kubeflow.pod_objects import PodObjects
 from ....kubeflow.workload import Workload
 from ....spec.units import parse_quantity
 from .seccomp import RUNTIME_DEFAULT, UNCONFINED
@@ -39,6 +41,30 @@ class Tmpfs:
 
 
 @dataclass(frozen=True)
+class Volume:
+    """A volume mount: this machine's `source` shown at `target` in the container."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ObjectVolume:
+    """A configMap or secret volume: files to write (path in the volume -> content) with
+    their mode, mounted read-only at `target` as the kubelet does."""
+
+    name: str
+    target: str
+    files: dict[str, str]
+    mode: int = 0o644
+
+
+# The volume kinds a local run mounts (others, a PVC say, are the cluster's).
+VOLUME_KINDS = ("emptyDir", "hostPath", "configMap", "secret")
+
+
+@dataclass(frozen=True)
 class PodSandbox:
     pod: str  # the hostname, as the pod's name is on a cluster
     netns: str  # the network namespace to join (a path under /run/netns)
@@ -54,7 +80,8 @@ class PodSandbox:
     files: dict[str, str]  # path inside -> file shown there (/etc/hosts, /etc/resolv.conf)
     workdir: str
     memory_limit: int | None = None
-    cgroup_name: str = ""  # the pod's cgroup under kctl-train/ (memory limit)
+    cpu_limit: float | None = None  # CPUs (a quota of the cgroup's period)
+    cgroup_name: str = ""  # the pod's cgroup under kctl-train/ (memory and CPU limits)
     termination_log: str = ""
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] = ()
@@ -62,6 +89,7 @@ class PodSandbox:
     hidden: tuple[str, ...] = ()  # paths under binds shown empty (secrets by name)
     devices: tuple[str, ...] = ()  # device nodes beyond the basic ones (GPUs)
     seccomp: str = "RuntimeDefault"
+    volumes: tuple[Volume, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -71,6 +99,7 @@ class PodSandbox:
         raw = json.loads(text)
         raw["tmpfs"] = tuple(Tmpfs(**t) for t in raw["tmpfs"])
         raw["binds"] = tuple(Bind(**b) for b in raw["binds"])
+        raw["volumes"] = tuple(Volume(**v) for v in raw.get("volumes", ()))
         for name in ("command", "hidden", "devices"):
             raw[name] = tuple(raw[name])
         return cls(**raw)
@@ -95,6 +124,66 @@ def emptydirs(workload: Workload, replica_type: str) -> tuple[Tmpfs, ...]:
             size = _bytes(volume["emptyDir"].get("sizeLimit")) or limit
             mounts.append(Tmpfs(mount["mountPath"], size))
     return tuple(mounts)
+
+
+def mounted_volumes(
+    workload: Workload, replica_type: str, objects: PodObjects
+) -> tuple[list[Volume], list[ObjectVolume]]:
+    """The container's hostPath mounts, and its configMap and secret mounts with the files
+    each holds (keys, or `items` to paths). ValueError for a volume kind a local run does
+    not mount, an object not given, or a writable hostPath for a pod running as root
+    (it could change any file of this machine)."""
+    template = workload.pod_spec(replica_type)
+    volumes = {v["name"]: v for v in template.get("volumes") or []}
+    uid = identity(workload, replica_type)[0]
+    host: list[Volume] = []
+    given: list[ObjectVolume] = []
+    for mount in workload.container(replica_type).get("volumeMounts") or []:
+        volume = volumes.get(mount["name"])
+        if volume is None:
+            raise ValueError(f"volumeMount {mount['name']!r}: the pod has no such volume")
+        kind = next((k for k in VOLUME_KINDS if k in volume), None)
+        read_only = bool(mount.get("readOnly"))
+        if kind is None:
+            other = next((k for k in volume if k != "name"), "?")
+            raise ValueError(
+                f"volume {mount['name']!r} is a {other}: a local run mounts "
+                f"{', '.join(VOLUME_KINDS)} volumes"
+            )
+        if kind == "hostPath":
+            if uid == 0 and not read_only:
+                raise ValueError(
+                    f"volume {mount['name']!r}: a pod running as root with a writable hostPath "
+                    "could change any file of this machine; mount it readOnly or run as non-root"
+                )
+            host.append(Volume(volume["hostPath"]["path"], mount["mountPath"], read_only))
+        elif kind in ("configMap", "secret"):
+            source = volume[kind]
+            name = source.get("name" if kind == "configMap" else "secretName", "")
+            found = objects.of("ConfigMap" if kind == "configMap" else "Secret").get(name)
+            if found is None:
+                if source.get("optional"):
+                    found = {}
+                else:
+                    raise ValueError(
+                        f"volume {mount['name']!r}: {kind} {name!r} is not here; give it "
+                        f"with --{kind.lower()} FILE"
+                    )
+            items = source.get("items")
+            files = (
+                {i["path"]: found[i["key"]] for i in items if i["key"] in found}
+                if items
+                else dict(found)
+            )
+            mode = int(source.get("defaultMode", 0o644))
+            given.append(ObjectVolume(mount["name"], mount["mountPath"], files, mode))
+    return host, given
+
+
+def cpu_limit(workload: Workload, replica_type: str) -> float | None:
+    """The container's CPU limit in CPUs (None: none)."""
+    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
+    return float(parse_quantity(str(limits["cpu"]))) if limits.get("cpu") else None
 
 
 def identity(workload: Workload, replica_type: str) -> tuple[int, int, bool]:

@@ -4,9 +4,10 @@ by the supervisor as `python -m operator_client.backends.local.sandbox.shim POD.
 It joins the pod's network namespace, takes new mount, PID, UTS and IPC namespaces and
 forks the container's first process, which assembles the pod's root (podspec.py), enters
 it, drops to the pod's uid with no capabilities and execs the container's command as
-PID 1 of the pod. The shim stays outside: it places that process in the pod's memory
-cgroup, forwards signals to it (SIGTERM from a pod deletion) and exits as it exits. When
-PID 1 ends, the kernel ends every other process of the pod: no trainer outlives it.
+PID 1 of the pod. The shim stays outside: it places that process in the pod's cgroup
+(memory and CPU limits), forwards signals to it (SIGTERM from a pod deletion) and exits
+as it exits. When PID 1 ends, the kernel ends every other process of the pod: no trainer
+outlives it.
 """
 
 from __future__ import annotations
@@ -161,9 +162,17 @@ def build_root(pod: PodSandbox) -> Path:
         target = _inside(root, path)
         _ensure(target, source)
         linux.mount(source, target, None, linux.MS_BIND)
+    for volume in sorted(pod.volumes, key=lambda v: len(Path(v.target).parts)):
+        target = _inside(root, volume.target)
+        _ensure(target, volume.source)
+        linux.mount(volume.source, target, None, linux.MS_BIND)
+        if volume.read_only:
+            linux.set_read_only(target, read_only=True, recursive=False)
     if pod.read_only_root:
         linux.set_read_only(root, read_only=True, recursive=True)
-        for path in [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]:
+        writable = [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]
+        writable += [v.target for v in pod.volumes if not v.read_only]
+        for path in writable:
             linux.set_read_only(_inside(root, path), read_only=False, recursive=False)
     linux.mount("proc", root / "proc", "proc", _MOUNT_FLAGS | linux.MS_NOEXEC)
     linux.mount("sysfs", root / "sys", "sysfs", _MOUNT_FLAGS | linux.MS_NOEXEC | linux.MS_RDONLY)
@@ -196,8 +205,9 @@ def run(pod: PodSandbox) -> int:
     linux.setns(Path(pod.netns), linux.CLONE_NEWNET)
     linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC)
     cgroup = None
-    if pod.memory_limit and not cgroups.why_not():
-        cgroup = cgroups.create(pod.cgroup_name, pod.memory_limit)
+    if pod.memory_limit or pod.cpu_limit:
+        with contextlib.suppress(OSError):  # neither enforced here: status says so
+            cgroup = cgroups.create(pod.cgroup_name, pod.memory_limit, pod.cpu_limit)
     ready, go = os.pipe()
     pid = os.fork()
     if pid == 0:

@@ -98,7 +98,9 @@ def choose(requested: str, endpoint: str | None) -> PodsMode:
         if requested == SANDBOX:
             raise OSError(f"pod sandboxes are not possible here: {reason}")
         return PodsMode(PROCESS, reason, "not enforced (processes)")
-    memory = cgroups.why_not()
+    missing = [why for why in (cgroups.why_not("memory"), cgroups.why_not("cpu")) if why]
     return PodsMode(
-        SANDBOX, "root, namespaces", f"not enforced: {memory}" if memory else "enforced"
+        SANDBOX,
+        "root, namespaces",
+        f"not enforced: {'; '.join(missing)}" if missing else "enforced (memory and CPU)",
     )
