@@ -38,6 +38,18 @@ $(TORCHX_STAMP): pyproject.toml
 	$(TORCHX)/bin/pip install --quiet --disable-pip-version-check -e '.[torchx]'
 	touch $@
 
+# The upstream oracle: the official generated models of the objects kctl-train writes, with
+# the dependencies they declare (kubeflow-training 1.9.4 wants kubernetes<36, below the
+# client's own), in an environment of their own. tests/test_official_models.py runs them.
+ORACLE := .venv-oracle
+ORACLE_STAMP := $(ORACLE)/.installed
+
+$(ORACLE_STAMP):
+	$(PYTHON) -m venv $(ORACLE)
+	$(ORACLE)/bin/pip install --quiet --disable-pip-version-check \
+		'kubeflow-training==1.9.4' 'kubeflow-trainer-api==2.3.0'
+	touch $@
+
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -55,7 +67,7 @@ lint: $(STAMP)
 
 # The image is built before the suite where it can be (root here and in CI: buildah), so
 # tests/test_image.py runs the quickstart from it; elsewhere that test skips, saying why.
-test: lint $(SCAN_STAMP) $(TORCHX_STAMP) system-packages image-if-possible
+test: lint $(SCAN_STAMP) $(TORCHX_STAMP) $(ORACLE_STAMP) system-packages image-if-possible
 	$(BIN)/pytest -n 2
 
 # Debian packages the tests use, installed in one apt-get run where missing (root only):
@@ -90,4 +102,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/build.py
 
 clean:
-	rm -rf $(VENV) $(SCAN) $(TORCHX) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SCAN) $(TORCHX) $(ORACLE) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
