@@ -33,7 +33,8 @@ def test_samples_upload_and_summary(tmp_path: Path) -> None:
     mon = gpu_monitor.GpuMonitor(sampler, store, node_rank=3, interval=0.01).start()
     time.sleep(0.2)
     mon.stop()
-    rows = list(csv.DictReader(io.StringIO(store.get_bytes("monitor/node-00003.csv").decode())))
+    key = "monitor/node-00003-attempt-0001.csv"
+    rows = list(csv.DictReader(io.StringIO(store.get_bytes(key).decode())))
     assert len(rows) >= 4 and {r["gpu"] for r in rows} == {"0", "1"}
     assert monitor.write_summary(store) == 2
     summary = list(csv.DictReader(io.StringIO(store.get_bytes(monitor.SUMMARY).decode())))
@@ -59,3 +60,33 @@ def test_without_a_driver_the_monitor_is_off_with_one_line(caplog) -> None:  # t
         assert gpu_monitor.nvml_sampler() is None
     assert len(caplog.records) == 1
     assert "GPU monitor off" in caplog.records[0].getMessage()
+
+
+def test_every_attempts_samples_are_kept_summarized_and_plotted_on_one_axis(
+    tmp_path: Path,
+) -> None:
+    """A node killed and resumed: its first attempt's file stays beside the second's; the
+    summary counts both, the report puts both on one time axis with the restart marked."""
+    from operator_client.collect.report import _gpu_series
+
+    store = open_store((tmp_path / "store").as_uri())
+    for attempt, start in ((1, 100.0), (2, 160.0)):
+        rows = [
+            {"time": start + t, "gpu": 0, "utilization_pct": 50.0 + attempt,
+             "memory_used_mib": 1.0, "memory_total_mib": 2.0, "power_w": 3.0,
+             "temperature_c": 4.0}
+            for t in range(0, 20, 5)
+        ]  # fmt: skip
+        store.put_bytes(monitor.node_key(0, attempt), monitor.to_csv(rows).encode())
+    store.put_bytes("monitor/node-00000.csv", monitor.to_csv([]).encode())  # an older layout
+    assert monitor.write_summary(store) == 1
+    summary = list(csv.DictReader(io.StringIO(store.get_bytes(monitor.SUMMARY).decode())))
+    assert summary[0]["samples"] == "8" and summary[0]["utilization_pct_max"] == "52.0"
+    got = tmp_path / "got"
+    (got / "monitor").mkdir(parents=True)
+    for o in store.list("monitor/node-"):
+        (got / o.key).write_bytes(store.get_bytes(o.key))
+    series, restarts = _gpu_series(got)
+    times, utils = series["node 0 gpu 0"]
+    assert times == [0.0, 5.0, 10.0, 15.0, 60.0, 65.0, 70.0, 75.0]
+    assert utils == [51.0] * 4 + [52.0] * 4 and restarts == [60.0]

@@ -37,7 +37,9 @@ class Series:
 class Report:
     name: str
     metrics: dict[str, Series]
-    gpu: dict[str, tuple[list[float], list[float]]]  # "node N gpu G" -> (seconds, util %)
+    # "node N gpu G" -> (seconds since the first sample, util %), every attempt's samples on
+    # one time axis (a gap where the job was restarting)
+    gpu: dict[str, tuple[list[float], list[float]]]
     final: dict[str, float]
     best: dict[str, Any] | None
     wall_seconds: float | None  # the job's, from start to completion
@@ -48,6 +50,7 @@ class Report:
     outputs: dict[str, int]
     checkpoint: str | None
     saves: list[dict[str, str]] = field(default_factory=list)  # metrics/checkpoints.csv
+    gpu_restarts: list[float] = field(default_factory=list)  # seconds, on the GPU time axis
 
 
 def _float(text: str | None) -> float | None:
@@ -78,18 +81,32 @@ def read_metrics(path: Path) -> dict[str, Series]:
     return series
 
 
-def _gpu_series(directory: Path) -> dict[str, tuple[list[float], list[float]]]:
-    out: dict[str, tuple[list[float], list[float]]] = {}
+def _gpu_series(
+    directory: Path,
+) -> tuple[dict[str, tuple[list[float], list[float]]], list[float]]:
+    """Every node's GPU utilisation over every attempt, on one time axis (seconds since
+    the first sample), and when each later attempt's samples began (its restart)."""
+    files: list[tuple[int, int, list[dict[str, str]]]] = []
     for path in sorted((directory / monitor.PREFIX).glob("node-*.csv")):
-        node = int(path.stem.rsplit("-", 1)[1])
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        start = min((float(r["time"]) for r in rows), default=0.0)
-        for row in rows:
-            times, utils = out.setdefault(f"node {node} gpu {row['gpu']}", ([], []))
-            times.append(float(row["time"]) - start)
-            utils.append(float(row["utilization_pct"]))
-    return out
+        found = monitor.parse_node_file(path.name)
+        if found is not None:
+            with path.open(newline="") as fh:
+                files.append((*found, list(csv.DictReader(fh))))
+    times = [float(r["time"]) for _, _, rows in files for r in rows]
+    if not times:
+        return {}, []
+    start = min(times)
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    begun: dict[int, float] = {}
+    for node, attempt, rows in sorted(files, key=lambda f: (f[0], f[1])):
+        for row in sorted(rows, key=lambda r: float(r["time"])):
+            at = float(row["time"]) - start
+            series = out.setdefault(f"node {node} gpu {row['gpu']}", ([], []))
+            series[0].append(at)
+            series[1].append(float(row["utilization_pct"]))
+            begun[attempt] = min(begun.get(attempt, at), at)
+    restarts = sorted(at for attempt, at in begun.items() if attempt != min(begun))
+    return out, restarts
 
 
 def _monitored(metrics: dict[str, Series]) -> str | None:
@@ -141,10 +158,12 @@ def build(directory: Path) -> Report:
     if job.get("started") and job.get("completed"):
         wall = float(job["completed"]) - float(job["started"])
     checkpoints = summary.get("checkpoints") or []
+    gpu, gpu_restarts = _gpu_series(directory)
     return Report(
         name=str(job.get("name") or directory.name),
         metrics=metrics,
-        gpu=_gpu_series(directory),
+        gpu=gpu,
+        gpu_restarts=gpu_restarts,
         final=final,
         best=best,
         wall_seconds=wall,
@@ -243,8 +262,10 @@ def plot(report: Report, path: Path) -> Path:
     if report.gpu:
         util = axes[1][0]
         for gpu, (times, utils) in sorted(report.gpu.items()):
-            util.plot(times, utils, label=gpu)
-        util.set_xlabel("seconds")
+            util.plot(times, utils, label=gpu, marker=".")
+        for i, at in enumerate(report.gpu_restarts):
+            util.axvline(at, color="grey", linestyle=":", label="restart" if i == 0 else None)
+        util.set_xlabel("seconds (every attempt)")
         util.set_ylabel("GPU utilisation %")
         util.set_ylim(0, 100)
         util.legend()

@@ -1,11 +1,13 @@
-"""GPU monitor files: one CSV per node (`monitor/node-%05d.csv`, written by the
-runtime's sampler, runtime/gpu_monitor.py) and `monitor/summary.csv`, the mean and max of
-each metric per GPU that rank 0 writes at the end."""
+"""GPU monitor files: one CSV per node and attempt (`monitor/node-%05d-attempt-%04d.csv`,
+written by the runtime's sampler, runtime/gpu_monitor.py: a restarted or resumed job keeps
+every attempt's samples) and `monitor/summary.csv`, the mean and max of each metric per
+GPU over all attempts, that rank 0 writes at the end."""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,8 +27,19 @@ FIELDS = [
 METRICS = FIELDS[2:]
 
 
-def node_key(node_rank: int) -> str:
-    return join_key(PREFIX, f"node-{node_rank:05d}.csv")
+# A node's file of one attempt; files without the attempt are from before attempts were kept.
+_NODE_FILE = re.compile(r"node-(\d+)(?:-attempt-(\d+))?\.csv")
+
+
+def node_key(node_rank: int, attempt: int) -> str:
+    return join_key(PREFIX, f"node-{node_rank:05d}-attempt-{attempt:04d}.csv")
+
+
+def parse_node_file(name: str) -> tuple[int, int] | None:
+    """(node, attempt) of a monitor file's name (attempt 0: written before attempts were
+    kept apart); None for any other file."""
+    found = _NODE_FILE.fullmatch(name)
+    return (int(found[1]), int(found[2] or 0)) if found else None
 
 
 def to_csv(rows: Iterable[dict[str, Any]], fields: list[str] = FIELDS) -> str:
@@ -37,13 +50,14 @@ def to_csv(rows: Iterable[dict[str, Any]], fields: list[str] = FIELDS) -> str:
     return buf.getvalue()
 
 
-def summarize(node_csvs: dict[int, str]) -> list[dict[str, Any]]:
-    """Mean and max of each metric per (node, GPU)."""
+def summarize(node_csvs: dict[int, list[str]]) -> list[dict[str, Any]]:
+    """Mean and max of each metric per (node, GPU), over every attempt's samples."""
     out = []
-    for node, text in sorted(node_csvs.items()):
+    for node, texts in sorted(node_csvs.items()):
         per_gpu: dict[int, list[dict[str, str]]] = {}
-        for row in csv.DictReader(io.StringIO(text)):
-            per_gpu.setdefault(int(row["gpu"]), []).append(row)
+        for text in texts:
+            for row in csv.DictReader(io.StringIO(text)):
+                per_gpu.setdefault(int(row["gpu"]), []).append(row)
         for gpu, rows in sorted(per_gpu.items()):
             summary: dict[str, Any] = {"node": node, "gpu": gpu, "samples": len(rows)}
             for metric in METRICS:
@@ -56,10 +70,11 @@ def summarize(node_csvs: dict[int, str]) -> list[dict[str, Any]]:
 
 def write_summary(store: ObjectStore) -> int:
     """Write monitor/summary.csv from every node's samples; returns the GPUs summarized."""
-    nodes = {
-        int(o.key.rsplit("-", 1)[1].removesuffix(".csv")): store.get_bytes(o.key).decode()
-        for o in store.list(PREFIX + "/node-")
-    }
+    nodes: dict[int, list[str]] = {}
+    for o in store.list(PREFIX + "/node-"):
+        found = parse_node_file(o.key.rsplit("/", 1)[-1])
+        if found is not None:
+            nodes.setdefault(found[0], []).append(store.get_bytes(o.key).decode())
     rows = summarize(nodes)
     if rows:
         store.put_bytes(SUMMARY, to_csv(rows, list(rows[0])).encode())

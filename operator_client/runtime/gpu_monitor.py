@@ -1,6 +1,6 @@
 """GPU resource monitor: samples this node's GPUs through NVML on a background thread.
 
-One CSV per node (runstore/monitor.py's layout), uploaded periodically. On a machine
+One CSV per node and attempt (runstore/monitor.py's layout), uploaded periodically. On a machine
 without the NVIDIA driver it logs one line and does nothing else. Sampling is a handful
 of NVML queries per GPU every few seconds, off the training thread.
 """
@@ -58,7 +58,8 @@ def nvml_sampler() -> Sampler | None:
 
 
 class GpuMonitor:
-    """Samples every `interval` seconds; uploads the node's CSV every `upload_every`."""
+    """Samples every `interval` seconds; uploads the node's CSV of this attempt every
+    `upload_every` (a small file: rewriting it whole costs little)."""
 
     def __init__(
         self,
@@ -66,9 +67,10 @@ class GpuMonitor:
         store: ObjectStore,
         node_rank: int,
         interval: float,
-        upload_every: float = 60.0,
+        upload_every: float = 15.0,  # a killed pod loses at most this much of its samples
+        attempt: int = 1,
     ) -> None:
-        self.sampler, self.store, self.key = sampler, store, node_key(node_rank)
+        self.sampler, self.store, self.key = sampler, store, node_key(node_rank, attempt)
         self.interval, self.upload_every = interval, upload_every
         self.rows: list[dict[str, Any]] = []
         self._stop = threading.Event()

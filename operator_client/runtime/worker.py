@@ -238,13 +238,18 @@ def build_trainer(
     return trainer
 
 
-def start_gpu_monitor(job: TrainingJob, world: World, store: ObjectStore) -> GpuMonitor | None:
-    """One sampler per node (local rank 0), when monitoring is on and NVML answers."""
+def start_gpu_monitor(
+    job: TrainingJob, world: World, store: ObjectStore, attempt: int
+) -> GpuMonitor | None:
+    """One sampler per node (local rank 0) and attempt, when monitoring is on and NVML
+    answers."""
     interval = job.spec.monitoring.gpu_interval_seconds
     if world.local_rank != 0 or interval <= 0:
         return None
     sampler = nvml_sampler()
-    return GpuMonitor(sampler, store, world.node_rank, interval).start() if sampler else None
+    if sampler is None:
+        return None
+    return GpuMonitor(sampler, store, world.node_rank, interval, attempt=attempt).start()
 
 
 def finalize(
@@ -328,7 +333,7 @@ def run(job: TrainingJob, world: World) -> int:
     callbacks = [ProgressCallback(world, start.step), saver, OutputsCallback(attempt, outputs)]
     trainer = build_trainer(job, world, scratch, callbacks, backend)
     signal.signal(signal.SIGTERM, lambda signum, frame: PREEMPTED.set())
-    gpu_monitor = start_gpu_monitor(job, world, store)
+    gpu_monitor = start_gpu_monitor(job, world, store, start.attempt)
     try:
         trainer.fit(
             model,
