@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 
 # The trainer container: its program and what the renderer puts in its environment.
 RUNTIME_COMMAND = ("kctl-train-runtime",)
+# Pod restarts before a job fails: the spec's default (fault.backoffLimit), which is also
+# the backoffLimit of kctl-train's Trainer v2 runtime (Kubernetes' own Job default).
+DEFAULT_BACKOFF_LIMIT = 6
 # The whole job, as canonical JSON (the runtime reads it back; spec/document.py).
 SPEC_ENV = "KCTL_TRAIN_SPEC"
 # The pod's IP from the downward API: torchrun's --local-addr, so rendezvous peers reach

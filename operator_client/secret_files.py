@@ -1,8 +1,8 @@
-"""Files that hold secrets by their name: never in a built image (build/workspace.py),
+"""Files that hold secrets by their name: never in a built image (image/workspace.py),
 never shown to a local pod from the working directory it runs in (backends/local/sandbox/).
 
 gitignore patterns, matched at any depth. Content is scanned too where an image is built
-(build/secrets.py); names are what can be checked everywhere, at once.
+(image/secrets.py); names are what can be checked everywhere, at once.
 """
 
 from __future__ import annotations

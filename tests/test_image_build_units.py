@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from operator_client.build import workspace as ws
-from operator_client.build.builders import Buildah, Docker, Podman, choose
-from operator_client.build.pipeline import content_tag, local_repository, push_error
-from operator_client.build.recipe import MISSING_RUNTIME, dockerfile
-from operator_client.build.registry import ImageRef, Registry, auth_files, credentials
 from operator_client.errors import BadInput, BuildError, NoBuilder, RegistryError
+from operator_client.image import workspace as ws
+from operator_client.image.builders import Buildah, Docker, Podman, choose
+from operator_client.image.pipeline import content_tag, local_repository, push_error
+from operator_client.image.recipe import MISSING_RUNTIME, dockerfile
+from operator_client.image.registry import ImageRef, Registry, auth_files, credentials
 
 from . import registry as test_registry
 from .conftest import ROOT
@@ -377,7 +377,7 @@ def test_a_server_that_is_no_registry(tmp_path: Path) -> None:
 
 
 def test_the_image_scripts_use_the_same_pip_configuration() -> None:
-    from operator_client.build.pip_config import pip_paths
+    from operator_client.image.pip_config import pip_paths
 
     shell = subprocess.run(
         ["bash", "-c", f"source {ROOT}/images/pip-config.sh && pip_paths"],

@@ -64,6 +64,10 @@ def test_commands_that_only_look_at_jobs_never_import_pydantic() -> None:
     code = (
         "import sys, operator_client.cli.view_commands, operator_client.backends.local, "
         "operator_client.backends.kubernetes.backend; "
+        # A local TrainJob's view builds its pods from kctl-train's runtime.
+        "from operator_client.kubeflow.workload import workload_of; "
+        "workload_of({'kind': 'TrainJob', 'metadata': {'name': 'j'}, 'spec': {'runtimeRef': "
+        "{'name': 'kctl-train'}, 'trainer': {'numNodes': 2, 'numProcPerNode': 1}}}); "
         "print(sorted(m for m in sys.modules "
         "if m.startswith(('pydantic', 'operator_client.spec.'))))"
     )

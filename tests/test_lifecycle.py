@@ -24,23 +24,23 @@ def policy(**overrides: Any) -> lc.Policy:
     return lc.Policy(**values)
 
 
-M = lc.Replica("j-master-0", "Master", 0)
-W0 = lc.Replica("j-worker-0", "Worker", 0)
-W1 = lc.Replica("j-worker-1", "Worker", 1)
+M = lc.ReplicaState("j-master-0", "Master", 0)
+W0 = lc.ReplicaState("j-worker-0", "Worker", 0)
+W1 = lc.ReplicaState("j-worker-1", "Worker", 1)
 
 
-def done(r: lc.Replica) -> lc.Replica:
-    return lc.Replica(r.name, r.type, r.index, phase=lc.DONE)
+def done(r: lc.ReplicaState) -> lc.ReplicaState:
+    return lc.ReplicaState(r.name, r.type, r.index, phase=lc.DONE)
 
 
-def running(r: lc.Replica) -> lc.Replica:
-    return lc.Replica(r.name, r.type, r.index, phase=lc.ACTIVE)
+def running(r: lc.ReplicaState) -> lc.ReplicaState:
+    return lc.ReplicaState(r.name, r.type, r.index, phase=lc.ACTIVE)
 
 
 WORKERS_ONLY = {"has_master": False, "restart": {"Worker": "OnFailure"}}
 TRAINJOB = {"kind": "TrainJob", "has_master": False, "restart": {"node": "OnFailure"}}
-N0 = lc.Replica("j-node-0-0", "node", 0)
-N1 = lc.Replica("j-node-0-1", "node", 1)
+N0 = lc.ReplicaState("j-node-0-0", "node", 0)
+N1 = lc.ReplicaState("j-node-0-1", "node", 1)
 CASES = [
     # (policy overrides, replicas after the exit, exited, code, counted so far, expected)
     ({}, [done(M), running(W0)], M, 0, 0, (False, lc.SUCCEEDED, "PyTorchJobSucceeded")),
@@ -109,8 +109,8 @@ CASES = [
 @pytest.mark.parametrize(("overrides", "replicas", "exited", "code", "counted", "expected"), CASES)
 def test_what_the_operator_does_when_a_replica_exits(
     overrides: dict[str, Any],
-    replicas: list[lc.Replica],
-    exited: lc.Replica,
+    replicas: list[lc.ReplicaState],
+    exited: lc.ReplicaState,
     code: int,
     counted: int,
     expected: tuple[bool, str | None, str],
@@ -155,7 +155,7 @@ def test_conditions_follow_the_operator() -> None:
 
 
 def test_replica_statuses_count_pods_per_type() -> None:
-    crashed = lc.Replica("j-worker-1", "Worker", 1, phase=lc.CRASHED)
+    crashed = lc.ReplicaState("j-worker-1", "Worker", 1, phase=lc.CRASHED)
     statuses = lc.replica_statuses([running(M), done(W0), crashed])
     assert statuses == {
         "Master": {"active": 1, "succeeded": 0, "failed": 0},

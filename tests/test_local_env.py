@@ -13,7 +13,7 @@ from operator_client.backends.local.local_env import (
     replica_env,
 )
 from operator_client.backends.local.supervisor import RESTART_BACKOFF_ENV, restart_delays
-from operator_client.kubeflow.lifecycle import Replica, replicas_of
+from operator_client.kubeflow.lifecycle import ReplicaState, replicas_of
 from operator_client.kubeflow.pod_env import PodEnvError
 from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
@@ -96,7 +96,7 @@ def test_operator_variables_match_the_contract(
 ) -> None:
     job = manifest(f"  {extra}\n")
     env = replica_env(
-        workload_of(job), Replica("r", rtype, index), port=PORT, base={}, tmpdir=tmp_path
+        workload_of(job), ReplicaState("r", rtype, index), port=PORT, base={}, tmpdir=tmp_path
     )
     assert {k: v for k, v in env.items() if k in OPERATOR_VARS} == expected
 
@@ -113,7 +113,7 @@ def test_replicas_are_those_the_operator_creates() -> None:
 def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) -> None:
     job = workload_of(manifest("  nodes: 2\n  env: {MY_FLAG: 'on'}\n"))
     base = {"PATH": "/usr/bin", "RANK": "7", "PET_NNODES": "9", "KCTL_TRAIN_SPEC": "{}"}
-    env = replica_env(job, Replica("r", "Worker", 0), port=PORT, base=base, tmpdir=tmp_path)
+    env = replica_env(job, ReplicaState("r", "Worker", 0), port=PORT, base=base, tmpdir=tmp_path)
     assert env["PATH"] == "/usr/bin"
     assert env["MY_FLAG"] == "on"
     assert env["RANK"] == "1" and env["PET_NNODES"] == "2"  # the operator's, not the shell's
@@ -125,7 +125,7 @@ def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) 
 def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
     job = workload_of(manifest("  storage: {uri: 's3://bucket/runs', credentialsSecret: s3}\n"))
     base = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"}
-    env = replica_env(job, Replica("r", "Master", 0), port=PORT, base=base, tmpdir=tmp_path)
+    env = replica_env(job, ReplicaState("r", "Master", 0), port=PORT, base=base, tmpdir=tmp_path)
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("id", "secret")
     with pytest.raises(
         PodEnvError,
@@ -133,7 +133,7 @@ def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
     ):
         replica_env(
             job,
-            Replica("r", "Master", 0),
+            ReplicaState("r", "Master", 0),
             port=PORT,
             base={"AWS_ACCESS_KEY_ID": "id"},
             tmpdir=tmp_path,

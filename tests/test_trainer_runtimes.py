@@ -112,7 +112,7 @@ def test_initializers_run_first_in_depends_on_order_and_take_spec_initializer() 
     pods = lc.replicas_of(workload)
     assert lc.startable(workload.groups, pods, []) == order[:2]
 
-    def phase(of: str, value: str, replicas: list[lc.Replica]) -> list[lc.Replica]:
+    def phase(of: str, value: str, replicas: list[lc.ReplicaState]) -> list[lc.ReplicaState]:
         return [replace(r, phase=value) if r.type == of else r for r in replicas]
 
     done = phase("model-initializer", lc.DONE, phase("dataset-initializer", lc.DONE, pods))

@@ -26,7 +26,7 @@ from ..contract import (
 )
 from ..errors import BackendError, BadInput, NoStorage
 from ..kubeflow import lifecycle as lc
-from ..kubeflow import trainjob as tj
+from ..kubeflow.workload import Workload, WorkloadError, workload_of
 from ..storage import ObjectStore, open_store
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class ConditionReached:
 class ReplicaNote:
     """A new line on why a replica is stuck or failed (sent once per text)."""
 
-    replica: str
+    pod: str  # the replica's pod name: quickstart-master-0
     text: str
 
 
@@ -185,7 +185,9 @@ Event = JobChanged | ConditionReached | ReplicaNote | ProgressReport
 
 @dataclass(frozen=True)
 class LogLine:
-    replica: str  # its tag: master-0
+    """One line of a replica's log."""
+
+    tag: str  # the replica's name in the job: master-0
     text: str
 
 
@@ -194,7 +196,7 @@ class Fault:
     """A fault to inject into one replica, to rehearse failures (Backend.inject)."""
 
     action: str  # one of contract.FAULTS
-    replica: str  # the replica's pod name
+    pod: str  # the replica's pod name: quickstart-worker-0
     seconds: float | None = None  # partition, slow: heal after this long (None: until healed)
     delay_ms: int = 200
     loss_percent: float = 0.0
@@ -209,16 +211,25 @@ class Fault:
         return what + (f" for {self.seconds:g}s" if self.seconds else "")
 
 
+@dataclass(frozen=True)
+class BackendInfo:
+    """A backend as the client's callers see it (the backend itself stays the client's)."""
+
+    name: str  # "local" or "kubernetes"
+    # This machine reads the run's store as the job writes it (apply --wait collects).
+    store_reachable: bool
+    # A built image runs from this machine's image storage (not pulled by reference).
+    local_images: bool
+
+
 class Backend(abc.ABC):
     """Runs rendered PyTorchJobs and TrainJobs. Jobs are named by (namespace, name): one
     name is one job, of either kind.
 
-    `name` is what the user picks the backend by (`Client(backend=...)`); `flag` is the
-    CLI option that selects it, for the hints printed after a command.
+    `name` is what the user picks the backend by (`Client(backend=...)`).
     """
 
     name: ClassVar[str]
-    flag: ClassVar[str]
     # Whether this machine reads the run's store as the job writes it (then `apply
     # --wait` collects by default; a cluster's pods may use an in-cluster endpoint).
     store_reachable: ClassVar[bool] = False
@@ -227,6 +238,10 @@ class Backend(abc.ABC):
     local_images: ClassVar[bool] = False
 
     _listener: Callable[[str], None] | None = None
+
+    def info(self) -> BackendInfo:
+        """What callers of the client may know of the backend."""
+        return BackendInfo(self.name, self.store_reachable, self.local_images)
 
     def listen(self, listener: Callable[[str], None] | None) -> None:
         """Where the backend says what a long operation waits for (a job terminating
@@ -349,13 +364,17 @@ class Backend(abc.ABC):
         )
 
 
-def replica_count(manifest: Mapping[str, Any]) -> int:
-    """How many replicas (pods) a PyTorchJob or TrainJob asks for. A TrainJob without
-    numNodes takes its runtime's, which every stock runtime and kctl-train's set to 1."""
-    if manifest.get("kind") == tj.KIND:
-        return int((manifest.get("spec", {}).get("trainer") or {}).get("numNodes") or 1)
-    specs = manifest.get("spec", {}).get("pytorchReplicaSpecs", {})
-    return sum(int(r.get("replicas", 1)) for r in specs.values())
+def replica_count(manifest: Mapping[str, Any], workload: Workload | None = None) -> int:
+    """How many nodes a job asks for: a PyTorchJob's replicas, a TrainJob's trainer pods
+    (kubeflow/workload.py builds both; `workload` when the caller has it). A TrainJob of
+    a runtime only its cluster has: numNodes, else 1 (what every stock runtime sets)."""
+    if workload is None:
+        try:
+            workload = workload_of(manifest)
+        except (WorkloadError, KeyError, TypeError, ValueError):
+            trainer = (manifest.get("spec") or {}).get("trainer") or {}
+            return int(trainer.get("numNodes") or 1)
+    return workload.main.count if workload.trainjob else workload.count
 
 
 def conditions_of(obj: Mapping[str, Any]) -> tuple[Condition, ...]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..contract import Progress
+from ..contract import FAULTS, Progress
 from ..errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -22,7 +22,7 @@ from ..errors import (
     WaitTimeout,
 )
 from ..kubeflow.kinds import kind_of
-from . import console, output
+from . import console, flags, output
 from .progress import StatusLine, TransferDisplay
 
 if TYPE_CHECKING:
@@ -45,6 +45,11 @@ def client_for(args: argparse.Namespace) -> Client:
         secrets=getattr(args, "secret", None) or (),
         configmaps=getattr(args, "configmap", None) or (),
     )
+
+
+def backend_flag(args: argparse.Namespace) -> str:
+    """The flag that picks the backend again, for the hints printed after a command."""
+    return " --local" if args.local else ""
 
 
 def _job_input(file: str) -> JobInput:
@@ -97,13 +102,11 @@ def apply(args: argparse.Namespace) -> int:
         return EXIT_OK
     if submitted.dry_run:
         output.objects(submitted.object, "json" if args.output == "json" else "yaml")
-        console.info(
-            f"(server dry run: checked by the {client.backend.name} backend, nothing stored)"
-        )
+        console.info(f"(server dry run: checked by the {client.info.name} backend, nothing stored)")
         if submitted.note:
             console.info(submitted.note)
         return EXIT_OK
-    flag = client.backend.flag
+    flag = backend_flag(args)
     if args.output in ("json", "yaml"):
         output.objects(submitted.object, args.output)
     else:
@@ -122,8 +125,10 @@ def apply(args: argparse.Namespace) -> int:
         console.info(f"  status:  kctl-train status {handle.name}{flag}")
         return EXIT_OK
     collect_to = args.collect_to
-    if collect_to is None and client.backend.store_reachable and not args.no_collect:
-        collect_to = str(Path("results") / handle.name)
+    if collect_to is None and client.info.store_reachable and not args.no_collect:
+        from ..client.collecting import results_dir
+
+        collect_to = str(results_dir(handle.name))
     return _follow_and_collect(
         handle, args, again=f"kctl-train apply {args.file}{flag}", collect_to=collect_to
     )
@@ -141,9 +146,11 @@ def _findings(findings: Sequence[Finding], *, info: bool = False) -> None:
 def wait(args: argparse.Namespace) -> int:
     """`kctl-train wait`: follow a job to its end; exit 0 on success, 1 otherwise."""
     handle = client_for(args).job(args.name)
-    flag = handle.backend.flag
     return _follow_and_collect(
-        handle, args, again=f"kctl-train apply JOB_FILE{flag}", collect_to=args.collect_to
+        handle,
+        args,
+        again=f"kctl-train apply JOB_FILE{backend_flag(args)}",
+        collect_to=args.collect_to,
     )
 
 
@@ -154,7 +161,7 @@ def _follow_and_collect(
     if view is None:
         console.info(
             f"still running after {args.timeout}s; it goes on: "
-            f"kctl-train status {handle.name}{handle.backend.flag}"
+            f"kctl-train status {handle.name}{backend_flag(args)}"
         )
         return EXIT_FAILED
     if not view.succeeded:
@@ -196,7 +203,7 @@ class _Display:
         if isinstance(event, ConditionReached):
             self.say(f"{event.condition.type}: {event.condition.message}")
         elif isinstance(event, ReplicaNote):
-            self.say(f"{event.replica}: {event.text}")
+            self.say(f"{event.pod}: {event.text}")
         elif isinstance(event, ProgressReport):
             self.progress = event.progress
         elif isinstance(event, JobChanged) and self.line is not None:
@@ -251,7 +258,7 @@ def follow(handle: JobHandle, *, logs: bool, timeout: float | None) -> JobView |
 def _print_logs(handle: JobHandle) -> None:
     try:
         for line in handle.logs(follow=True):
-            print(f"[{line.replica}] {line.text}", flush=True)
+            print(f"[{line.tag}] {line.text}", flush=True)
     except KctlTrainError as exc:
         console.warning(f"log stream ended: {exc}")
 
@@ -300,10 +307,11 @@ def collect_cmd(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """`kctl-train report`: rebuild and print the report of a collected directory."""
+    from ..client.collecting import results_dir
     from ..collect.report import write
 
     target = Path(args.target)
-    directory = target if target.is_dir() else Path("results") / args.target
+    directory = target if target.is_dir() else results_dir(args.target)
     _, png, _ = write(directory)
     sys.stdout.write((directory / "report.txt").read_text())
     print(f"curves: {png}")
@@ -321,7 +329,7 @@ def doctor(args: argparse.Namespace) -> int:
     if all(f.level == "info" for f in findings):
         manifest = trainjob_manifest(job) or client.render(job, operator=args.operator)
         name = f"{manifest['kind'].lower()}/{manifest['metadata']['name']}"
-        print(f"{name}: the {client.backend.name} backend is ready for it")
+        print(f"{name}: the {client.info.name} backend is ready for it")
     return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK
 
 
@@ -333,12 +341,154 @@ def chaos(args: argparse.Namespace) -> int:
         seconds = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
         raise BadInput(f"--for: {exc}") from None
-    prefix = f"{args.name}-"
-    replica = args.replica if args.replica.startswith(prefix) else prefix + args.replica
-    done = (
-        client_for(args)
-        .job(args.name)
-        .inject(args.action, replica, seconds=seconds, delay_ms=args.delay, loss_percent=args.loss)
+    handle = client_for(args).job(args.name)
+    pod = handle.pod_of(args.replica)
+    done = handle.inject(
+        args.action, pod, seconds=seconds, delay_ms=args.delay, loss_percent=args.loss
     )
-    print(f"{replica}: {done}")
+    print(f"{pod}: {done}")
     return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """apply, wait, collect, report, doctor, chaos"""
+    cmd = sub.add_parser(
+        "apply",
+        help="run a job; --wait follows it, then collects and reports",
+        description="Render a job file and run it. With --local the rendered PyTorchJob runs "
+        "as local processes with exactly the environment the training-operator gives its "
+        "pods; the image is not pulled, the installed package stands in for it. Storage: "
+        "--storage, else the spec's (an s3:// store only when it answers now), else "
+        "$KCTL_TRAIN_HOME/store. Ctrl-C during --wait stops the job (an emergency "
+        "checkpoint is committed); applying again resumes from the newest checkpoint.",
+    )
+    cmd.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
+    flags.where(cmd)
+    flags.force_namespace(cmd)
+    cmd.add_argument("--wait", action="store_true", help="follow the job until it ends")
+    cmd.add_argument(
+        "-f", "--follow", action="store_true", help="with --wait: stream every replica's log"
+    )
+    cmd.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
+    )
+    cmd.add_argument(
+        "--collect-to",
+        metavar="DIR",
+        help="with --wait: collect into DIR after success (local default: results/<name>/; "
+        "a cluster job is collected only when this is given)",
+    )
+    cmd.add_argument(
+        "--collect-endpoint",
+        metavar="URL",
+        help="S3 endpoint for collecting from here, when the pods' endpoint is in-cluster",
+    )
+    cmd.add_argument(
+        "--no-collect", action="store_true", help="with --wait: do not collect after success"
+    )
+    cmd.add_argument(
+        "--storage", metavar="URI", help="with --local: store to this file:// or s3:// URI"
+    )
+    cmd.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="server-side apply: take over fields another manager owns",
+    )
+    cmd.add_argument(
+        "--build",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="first build DIR (default: the current directory) onto the job's image and run "
+        "that, pinned (`kctl-train build`); with --local the replicas run from its root "
+        "filesystem in pod sandboxes",
+    )
+    flags.add_build_flags(cmd)
+    cmd.add_argument(
+        "--dry-run",
+        choices=("none", "client", "server"),
+        default="none",
+        help="client: print the manifest only; server: also check it can start, start nothing",
+    )
+    flags.output(cmd, ("name", "yaml", "json"), "what to print")
+    flags.operator(cmd)
+    flags.runtime(cmd)
+    cmd.set_defaults(handler=apply)
+
+    cmd = sub.add_parser("wait", help="follow a job to its end (exit 0 on success)")
+    cmd.add_argument("name", metavar="NAME")
+    flags.where(cmd)
+    cmd.add_argument("--timeout", type=float, metavar="SECONDS")
+    cmd.add_argument("--collect-to", metavar="DIR", help="collect into DIR after success")
+    cmd.add_argument("--collect-endpoint", metavar="URL", help="S3 endpoint for collecting")
+    cmd.set_defaults(handler=wait)
+
+    cmd = sub.add_parser(
+        "collect",
+        help="download a run's newest checkpoint, outputs and metrics, verified",
+        description="Download the newest committed checkpoint (or all), the aggregated "
+        "per-rank outputs (rebuilt when missing), metrics, GPU monitor files and run.json, "
+        "verified against their manifests, then write summary.json and the report. "
+        "Resumable: files already present with matching checksums are skipped.",
+    )
+    cmd.add_argument("name", metavar="NAME")
+    flags.where(cmd)
+    cmd.add_argument("--to", metavar="DIR", help="where results go (default: results/<name>/)")
+    cmd.add_argument(
+        "--from",
+        dest="source",
+        metavar="URI",
+        help="the job's storage.uri (s3://bucket/prefix or file:///path), without a job record",
+    )
+    cmd.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="S3 endpoint: with --from, or instead of the job's (an in-cluster one)",
+    )
+    cmd.add_argument("--all-checkpoints", action="store_true")
+    cmd.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="also write each collected sharded checkpoint as one model.ckpt (needs torch)",
+    )
+    cmd.add_argument("--concurrency", type=int, default=16, metavar="N")
+    cmd.set_defaults(handler=collect_cmd)
+
+    cmd = sub.add_parser(
+        "report", help="training curves (PNG) and a text summary of a collected run"
+    )
+    cmd.add_argument("target", metavar="NAME|DIR", help="a collected directory or results/NAME")
+    cmd.set_defaults(handler=report)
+
+    cmd = sub.add_parser(
+        "doctor",
+        help="check a cluster is ready for a job: CRD, namespace, RBAC, Secrets, GPU nodes",
+    )
+    cmd.add_argument("file", metavar="FILE", help="job.yaml ('-' for stdin)")
+    flags.where(cmd)
+    flags.force_namespace(cmd)
+    flags.operator(cmd)
+    flags.runtime(cmd)
+    cmd.set_defaults(handler=doctor)
+
+    cmd = sub.add_parser(
+        "chaos",
+        help="rehearse a failure on a local job: kill a replica, cut its network, slow it",
+        description="Inject a fault into one replica of a running local job: kill (SIGKILL "
+        "to every process of the pod), partition (its link down: no peer, no store), slow "
+        "(latency and loss with netem), heal (undo). partition and slow need pod sandboxes "
+        "(`kctl-train doctor --local` says whether this machine runs them).",
+    )
+    cmd.add_argument("name", metavar="NAME")
+    cmd.add_argument("action", choices=FAULTS, metavar="|".join(FAULTS))
+    cmd.add_argument("replica", metavar="REPLICA", help="master-0, worker-1 (or the pod name)")
+    flags.where(cmd)
+    cmd.add_argument(
+        "--for",
+        dest="duration",
+        metavar="DURATION",
+        help="partition, slow: heal after this long, e.g. 20s (default: until `heal`)",
+    )
+    cmd.add_argument("--delay", type=int, default=200, metavar="MS", help="slow: latency")
+    cmd.add_argument("--loss", type=float, default=0.0, metavar="PERCENT", help="slow: loss")
+    cmd.set_defaults(handler=chaos)

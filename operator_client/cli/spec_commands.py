@@ -1,4 +1,6 @@
-"""Offline commands: render, validate, schema. Nothing here touches a cluster."""
+"""Offline commands: render, validate, schema. Nothing here touches a cluster. The spec
+and the renderer are imported when a command runs (the parser is built for every
+command, --help included)."""
 
 from __future__ import annotations
 
@@ -10,20 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from ..kubeflow.webhook import admission_errors
-from ..render import render as render_job
-from ..render import to_json, to_yaml, to_yaml_stream
-from ..render.files import drift, write_manifests
-from ..spec import SpecError
-from ..spec.loader import load_files
-from ..spec.schema import job_schema
-from . import console
+from . import console, flags
 
 KINDS = {"pytorchjob": "PyTorchJob", "trainjob": "TrainJob"}
 
 
 def render(args: argparse.Namespace) -> int:
     """`kctl-train render`: print or write the PyTorchJob (or TrainJob) of each job file."""
+    from ..kubeflow.webhook import admission_errors
+    from ..render import render as render_job
+    from ..render import to_json, to_yaml, to_yaml_stream
+    from ..spec import SpecError
+    from ..spec.loader import load_files
+
     jobs, errors = load_files(args.files, sys.stdin, args.operator)
     console.report([w for j in jobs for w in j.warnings])
     if errors:
@@ -62,6 +63,8 @@ def render(args: argparse.Namespace) -> int:
 
 
 def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
+    from ..render.files import write_manifests
+
     try:
         for target in write_manifests(directory, manifests, fmt):
             print(f"{target.stem} written to {target}")
@@ -73,6 +76,8 @@ def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
     """A unified diff on stdout per drifted manifest; exit 1 on any drift."""
+    from ..render.files import drift
+
     found = drift(directory, manifests, fmt)
     for path in found.missing:
         print(f"{path}: missing (kctl-train render --output-dir {directory} writes it)")
@@ -88,6 +93,10 @@ def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def validate(args: argparse.Namespace) -> int:
     """`kctl-train validate`: every problem of every file, in text or JSON."""
+    from ..kubeflow import trainjob as tj
+    from ..spec import SpecError
+    from ..spec.loader import load_files
+
     jobs, errors = load_files(args.files, sys.stdin, args.operator)
     warnings = [w for j in jobs for w in j.warnings]
     if args.output == "json":
@@ -120,9 +129,14 @@ def validate(args: argparse.Namespace) -> int:
         )
         gpus = job.spec.resources.gpus
         hardware = f"{gpus} x {job.spec.resources.gpu_resource}" if gpus else "CPU"
+        runtime = (
+            f" of runtime {tj.RUNTIME_KIND}/{tj.RUNTIME_NAME}"
+            if job.spec.operator == "trainjob"
+            else ""
+        )
         print(
             f"{loaded.source}: valid: {job.metadata.namespace}/{job.metadata.name}, "
-            f"{nodes}, {hardware} per node, as a {KINDS[job.spec.operator]}"
+            f"{nodes}, {hardware} per node, as a {KINDS[job.spec.operator]}{runtime}"
         )
     return 0
 
@@ -134,5 +148,63 @@ def schema(args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps(values_schema(), indent=2) + "\n")
         return 0
+    from ..spec.schema import job_schema
+
     sys.stdout.write(json.dumps(job_schema(), indent=2) + "\n")
     return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """render, validate, schema"""
+    cmd = sub.add_parser(
+        "render",
+        help="print the PyTorchJob for job files (offline)",
+        description="Render job files into PyTorchJob manifests. Pure "
+        "and offline: same input, byte-identical output.",
+    )
+    cmd.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
+    flags.output(cmd, ("yaml", "json"), "output format (default: yaml)")
+    cmd.add_argument(
+        "--pods",
+        action="store_true",
+        help="also emit each replica's pod template as a standalone Pod, for scanners such "
+        "as checkov that do not look inside a PyTorchJob (not for applying)",
+    )
+    target = cmd.add_mutually_exclusive_group()
+    target.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write one <name>.yaml (or .json) per job into DIR instead of printing",
+    )
+    target.add_argument(
+        "--check",
+        metavar="DIR",
+        help="GitOps drift check: exit 1 with a diff when DIR's manifests differ from a "
+        "fresh render (missing, changed, or not rendered by any of the files)",
+    )
+    flags.operator(cmd)
+    cmd.set_defaults(handler=render)
+
+    cmd = sub.add_parser(
+        "validate",
+        help="check job files and report every problem",
+        description="Validate job files: every problem at once, with "
+        "file:line:column, and the warnings.",
+    )
+    cmd.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
+    flags.output(cmd, ("text", "json"), "text lines on stderr, or a JSON report on stdout")
+    flags.operator(cmd)
+    cmd.set_defaults(handler=validate)
+
+    cmd = sub.add_parser(
+        "schema",
+        help="print the JSON schema of job.yaml",
+        description="Print the JSON schema of job.yaml, generated from "
+        "the spec model (for yaml-language-server and Helm).",
+    )
+    cmd.add_argument(
+        "--helm",
+        action="store_true",
+        help="the schema of the Helm chart's values instead (charts/kctl-train/values.cmd.json)",
+    )
+    cmd.set_defaults(handler=schema)

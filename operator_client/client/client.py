@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_for
-from ..backends.base import Backend, Finding, JobView
+from ..backends.base import Backend, BackendInfo, Finding, JobView
 from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
-from .collecting import Collected, collect_run
+from .collecting import Collected, collect_run, results_dir
 from .grace import grace_warning
 from .handle import JobHandle
 from .jobs import load, trainjob_manifest, with_namespace
 
 if TYPE_CHECKING:
-    from ..build import BuiltImage
+    from ..image import BuiltImage
     from ..spec import SpecIssue
     from .jobs import JobInput
 
@@ -51,7 +51,7 @@ class Client:
         secrets: Sequence[str | Path] = (),
         configmaps: Sequence[str | Path] = (),
     ) -> None:
-        self.backend = (
+        self._backend: Backend = (
             backend
             if isinstance(backend, Backend)
             else backend_for(
@@ -64,7 +64,16 @@ class Client:
             )
         )
         self.namespace = namespace
-        self.backend.listen(progress)
+        self._backend.listen(progress)
+
+    @property
+    def info(self) -> BackendInfo:
+        """The backend this client runs jobs on: its name and what it can do."""
+        return self._backend.info()
+
+    def _namespace(self, namespace: str | None) -> str:
+        """The namespace a call means: its own, else the client's, else "default"."""
+        return namespace or self.namespace or "default"
 
     def validate(self, job: JobInput, *, operator: str | None = None) -> list[SpecIssue]:
         """The job's warnings; SpecError (its `issues`) when it is not valid (for
@@ -113,11 +122,11 @@ class Client:
             spec = spec.model_copy(
                 update={"spec": spec.spec.model_copy(update={"image": image.reference})}
             )
-            if self.backend.local_images and dry_run != "client":
-                from ..build.builders import root_of
+            if self._backend.local_images and dry_run != "client":
+                from ..image.builders import root_of
 
-                self.backend.use_image(root_of(image))
-        prepared, note = self.backend.prepare(spec, storage)
+                self._backend.use_image(root_of(image))
+        prepared, note = self._backend.prepare(spec, storage)
         warnings = loaded.warnings
         if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
             warnings = [w for w in warnings if w.path != "spec.storage"]
@@ -128,7 +137,7 @@ class Client:
         if problems:  # a renderer bug, never the user's
             raise BackendError(f"internal error, the operator would reject the job: {problems}")
         handle = JobHandle(
-            self.backend,
+            self._backend,
             prepared.metadata.name,
             prepared.metadata.namespace,
             manifest=manifest,
@@ -154,7 +163,7 @@ class Client:
             )
         meta = manifest["metadata"]
         handle = JobHandle(
-            self.backend, meta["name"], meta.get("namespace", "default"), manifest=manifest
+            self._backend, meta["name"], meta.get("namespace", "default"), manifest=manifest
         )
         return self._submit(handle, manifest, dry_run, force_conflicts)
 
@@ -163,11 +172,11 @@ class Client:
     ) -> JobHandle:
         if dry_run == "client":
             return handle
-        findings = self.backend.check(manifest)
+        findings = self._backend.check(manifest)
         if any(f.level == "error" for f in findings):
             raise PreflightFailed(handle.name, findings)
         handle.findings = findings
-        handle.submitted = self.backend.submit(manifest, dry_run=dry_run == "server", force=force)
+        handle.submitted = self._backend.submit(manifest, dry_run=dry_run == "server", force=force)
         return handle
 
     def build(
@@ -189,8 +198,8 @@ class Client:
         or pushed when that tag exists already. Pass the result to apply(image=...).
         A file whose content looks like a secret is refused unless `allow_secrets` names
         it. `say` gets each step, `line` each line the builder prints (docs/BUILD.md)."""
-        from ..build import BuildRequest, build_image
-        from ..build.workspace import DEFAULT_MAX_BYTES
+        from ..image import BuildRequest, build_image
+        from ..image.workspace import DEFAULT_MAX_BYTES
 
         if base is None:
             if job is None:
@@ -226,20 +235,20 @@ class Client:
         trainjob = trainjob_manifest(job)
         if trainjob is not None:
             refused = [Finding("error", p, True) for p in admission_errors(trainjob)]
-            return refused or self.backend.check(trainjob)
+            return refused or self._backend.check(trainjob)
         loaded = load(job, operator=operator)
         spec = with_namespace(loaded, namespace or self.namespace, force_namespace)
-        return self.backend.check(render(self.backend.prepare(spec)[0]))
+        return self._backend.check(render(self._backend.prepare(spec)[0]))
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """A handle on an existing job (JobNotFound when there is none)."""
-        handle = JobHandle(self.backend, name, namespace or self.namespace or "default")
+        handle = JobHandle(self._backend, name, self._namespace(namespace))
         handle.status()
         return handle
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job's view now (JobNotFound when there is none)."""
-        return JobHandle(self.backend, name, namespace or self.namespace or "default").status()
+        return JobHandle(self._backend, name, self._namespace(namespace)).status()
 
     def delete(
         self,
@@ -251,15 +260,15 @@ class Client:
     ) -> bool:
         """Stop the job and remove its record (stored objects stay). False when there was
         none and `missing_ok`; JobNotFound otherwise."""
-        ns = namespace or self.namespace or "default"
-        deleted = self.backend.delete(ns, name, wait=wait)
+        ns = self._namespace(namespace)
+        deleted = self._backend.delete(ns, name, wait=wait)
         if not deleted and not missing_ok:
-            raise JobNotFound(self.backend.missing(ns, name))
+            raise JobNotFound(self._backend.missing(ns, name))
         return deleted
 
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job of a namespace (None: the client's, else all)."""
-        return self.backend.list(namespace or self.namespace)
+        return self._backend.list(namespace or self.namespace)
 
     def collect_from(
         self,
@@ -277,12 +286,12 @@ class Client:
         """Collect a run straight from its storage URI (no job record needed)."""
         from ..storage import open_store, run_root
 
-        ns = namespace or self.namespace or "default"
+        ns = self._namespace(namespace)
         store = open_store(run_root(uri, ns, name), endpoint=endpoint, concurrency=concurrency)
         job: Mapping[str, Any] = {"name": name, "namespace": ns}
         return collect_run(
             store,
-            Path(to) if to is not None else Path("results") / name,
+            Path(to) if to is not None else results_dir(name),
             job,
             all_checkpoints=all_checkpoints,
             consolidate=consolidate,

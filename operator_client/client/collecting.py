@@ -13,6 +13,14 @@ from ..errors import BadInput
 from ..runstore.checkpoints import DCP, MODEL_FILE
 from ..storage import ObjectStore
 
+# Where a job's results go when no directory is given (relative to the working directory).
+RESULTS = Path("results")
+
+
+def results_dir(name: str) -> Path:
+    """The default directory of a job's collected results: results/<name>/."""
+    return RESULTS / name
+
 
 @dataclass(frozen=True)
 class Collected:

@@ -21,7 +21,7 @@ from ..backends.base import (
 from ..contract import FAULTS
 from ..errors import BadInput, JobNotFound, WaitTimeout
 from ..kubeflow.kinds import kind_of
-from .collecting import Collected, collect_run
+from .collecting import Collected, collect_run, results_dir
 from .failure import FailureReport, failure_report
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class JobHandle:
     """A job of a backend, by name. `apply` fills in what it rendered and did."""
 
-    backend: Backend
+    _backend: Backend
     name: str
     namespace: str
     manifest: Mapping[str, Any] | None = None  # as rendered (apply only)
@@ -43,14 +43,14 @@ class JobHandle:
 
     def status(self) -> JobView:
         """The job as it is now (JobNotFound when it is gone)."""
-        view = self.backend.get(self.namespace, self.name)
+        view = self._backend.get(self.namespace, self.name)
         if view is None:
-            raise JobNotFound(self.backend.missing(self.namespace, self.name))
+            raise JobNotFound(self._backend.missing(self.namespace, self.name))
         return view
 
     def events(self, heartbeat: float = 1.0) -> Generator[Event, None, None]:
         """The job's life as events until it ends (Backend.watch)."""
-        return self.backend.watch(self.namespace, self.name, heartbeat=heartbeat)
+        return self._backend.watch(self.namespace, self.name, heartbeat=heartbeat)
 
     def wait(
         self, timeout: float | None = None, on_event: Callable[[Event], None] | None = None
@@ -84,8 +84,8 @@ class JobHandle:
         previous: bool = False,
         tail: int | None = None,
     ) -> Iterator[LogLine]:
-        """The replicas' log lines (Backend.logs): `line.replica`, `line.text`."""
-        return self.backend.logs(
+        """The replicas' log lines (Backend.logs): `line.tag`, `line.text`."""
+        return self._backend.logs(
             self.namespace, self.name, replica=replica, follow=follow, previous=previous, tail=tail
         )
 
@@ -108,7 +108,7 @@ class JobHandle:
         `consolidate`: a sharded checkpoint also as one model.ckpt (needs torch).
         `endpoint`: the S3 endpoint to use from here when the pods' is in-cluster."""
         view = self.status()
-        store = self.backend.store_of(view, endpoint=endpoint, concurrency=concurrency)
+        store = self._backend.store_of(view, endpoint=endpoint, concurrency=concurrency)
         job = {
             "name": view.name,
             "namespace": view.namespace,
@@ -116,7 +116,7 @@ class JobHandle:
             "started": view.started,
             "completed": view.completed,
         }
-        dest = Path(to) if to is not None else Path("results") / self.name
+        dest = Path(to) if to is not None else results_dir(self.name)
         return collect_run(
             store,
             dest,
@@ -130,7 +130,7 @@ class JobHandle:
     def stop(self, *, force: bool = False) -> bool:
         """Stop the job (locally: with an emergency checkpoint; force: at once). False
         where the backend leaves it running (a cluster)."""
-        return self.backend.stop(self.namespace, self.name, force=force)
+        return self._backend.stop(self.namespace, self.name, force=force)
 
     def inject(
         self,
@@ -141,13 +141,24 @@ class JobHandle:
         delay_ms: int = 200,
         loss_percent: float = 0.0,
     ) -> str:
-        """Inject a fault into one replica (kill, partition, slow, heal) to rehearse a
-        failure; what was done. Local jobs only; partition and slow need pod sandboxes."""
+        """Inject a fault into one replica (kill, partition, slow, heal), by its tag
+        (worker-0) or pod name, to rehearse a failure; what was done. Local jobs only;
+        partition and slow need pod sandboxes."""
         if action not in FAULTS:
             raise BadInput(f"fault {action!r}: use one of {', '.join(FAULTS)}")
-        fault = Fault(action, replica, seconds, delay_ms, loss_percent)
-        return self.backend.inject(self.namespace, self.name, fault)
+        fault = Fault(action, self.pod_of(replica), seconds, delay_ms, loss_percent)
+        return self._backend.inject(self.namespace, self.name, fault)
+
+    def pod_of(self, replica: str) -> str:
+        """The pod name of a replica given by its tag (worker-0) or pod name; BadInput
+        naming the job's replicas for any other."""
+        replicas = self.status().replicas
+        for r in replicas:
+            if replica in (r.name, r.tag):
+                return r.name
+        known = ", ".join(r.tag for r in replicas)
+        raise BadInput(f"no replica {replica!r} in {self.name} (replicas: {known})")
 
     def delete(self, *, wait: bool = False) -> bool:
         """Stop the job and remove its record; stored checkpoints stay. False: none."""
-        return self.backend.delete(self.namespace, self.name, wait=wait)
+        return self._backend.delete(self.namespace, self.name, wait=wait)

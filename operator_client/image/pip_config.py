@@ -3,7 +3,7 @@ the local directories they name (a mirror, a wheel directory, a CA bundle), moun
 read-only into RUN steps so a build works where only a mirror is reachable.
 
 Also a script (stdlib only; the image scripts run it with any python3):
-    python3 operator_client/build/pip_config.py     one path a line
+    python3 operator_client/image/pip_config.py     one path a line
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Schedule
 from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 from torchx.workspace.api import WorkspaceMixin
 
+from ..errors import JobNotFound
 from ..render import render, to_yaml
 from ..spec import load_job_text
 from .torchx_appdef import RoleSpec, app_id, job_document, parse_app_id
@@ -132,8 +133,9 @@ class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         namespace, name, where = parse_app_id(app_id)
-        view = self._client(where).backend.get(namespace, name)
-        if view is None:
+        try:
+            view = self._client(where).get(name, namespace)
+        except JobNotFound:
             return None
         return DescribeAppResponse(
             app_id=app_id, state=STATES.get(view.state, AppState.UNKNOWN), msg=view.message
@@ -152,7 +154,7 @@ class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
 
     def _cancel_existing(self, app_id: str) -> None:
         namespace, name, where = parse_app_id(app_id)
-        self._client(where).backend.delete(namespace, name)
+        self._client(where).delete(name, namespace, missing_ok=True)
 
     def log_iter(
         self,
@@ -168,11 +170,14 @@ class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
         import re
 
         namespace, name, where = parse_app_id(app_id)
-        backend = self._client(where).backend
-        view = backend.get(namespace, name)
-        if view is None or k >= len(view.replicas):
+        try:
+            handle = self._client(where).job(name, namespace)
+        except JobNotFound:
             return []
-        lines = backend.logs(namespace, name, replica=view.replicas[k].tag, follow=should_tail)
+        replicas = handle.status().replicas
+        if k >= len(replicas):
+            return []
+        lines = handle.logs(follow=should_tail, replica=replicas[k].tag)
         return (line.text + "\n" for line in lines if regex is None or re.search(regex, line.text))
 
 

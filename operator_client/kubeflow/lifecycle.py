@@ -82,8 +82,9 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Replica:
-    """One replica pod of the job (a process, locally)."""
+class ReplicaState:
+    """One replica pod as the operator's state machine tracks it (a process, locally);
+    what a backend shows of it is backends.base.Replica."""
 
     name: str
     type: str
@@ -95,7 +96,10 @@ class Replica:
 
 
 @dataclass(frozen=True)
-class Condition:
+class ConditionState:
+    """A condition as the state machine sets it (time: seconds since the epoch); what a
+    backend shows of a job's conditions is backends.base.Condition."""
+
     type: str
     reason: str
     message: str
@@ -115,10 +119,10 @@ class Decision:
     detail: str = ""  # beyond the condition's message, for kctl-train's own status line
 
 
-def replicas_of(manifest: Mapping[str, Any] | Workload) -> list[Replica]:
+def replicas_of(manifest: Mapping[str, Any] | Workload) -> list[ReplicaState]:
     """Every replica pod the operator would create, Master first."""
     workload = manifest if isinstance(manifest, Workload) else workload_of(manifest)
-    return [Replica(name, rtype, i) for name, rtype, i in workload.pods()]
+    return [ReplicaState(name, rtype, i) for name, rtype, i in workload.pods()]
 
 
 def exit_status(returncode: int) -> int:
@@ -126,7 +130,7 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _succeeded(policy: Policy, replicas: Iterable[Replica]) -> bool:
+def _succeeded(policy: Policy, replicas: Iterable[ReplicaState]) -> bool:
     reps = list(replicas)
     if policy.has_master:
         return any(r.type == pj.MASTER and r.phase == DONE for r in reps)
@@ -149,7 +153,7 @@ def _past_backoff_limit(policy: Policy, counted_restarts: int) -> bool:
 
 
 def words(
-    policy: Policy, event: str, exited: Replica | None = None, code: int = 0
+    policy: Policy, event: str, exited: ReplicaState | None = None, code: int = 0
 ) -> tuple[str, str]:
     """The reason and message the job's operator writes for `event`: created, running,
     succeeded, failed, restarting, backoff or deadline (`exited`: the replica whose exit
@@ -190,7 +194,7 @@ def words(
     }[event]
 
 
-def detail(policy: Policy, event: str, exited: Replica, code: int) -> str:
+def detail(policy: Policy, event: str, exited: ReplicaState, code: int) -> str:
     """kctl-train's own line for a TrainJob's failure (its condition names only the
     Job): which pod exited how; empty where the condition says it already."""
     if policy.kind != tj.KIND or event not in ("failed", "backoff"):
@@ -199,7 +203,7 @@ def detail(policy: Policy, event: str, exited: Replica, code: int) -> str:
     return f"{exited.name} exited with code {code}{limit if event == 'backoff' else ''}"
 
 
-def _decide(policy: Policy, event: str, exited: Replica, code: int, **kw: bool) -> Decision:
+def _decide(policy: Policy, event: str, exited: ReplicaState, code: int, **kw: bool) -> Decision:
     condition = {"succeeded": SUCCEEDED, "restarting": RESTARTING}.get(event, FAILED)
     reason, message = words(policy, event, exited, code)
     return Decision(
@@ -212,7 +216,11 @@ def _decide(policy: Policy, event: str, exited: Replica, code: int, **kw: bool) 
 
 
 def on_exit(
-    policy: Policy, replicas: Iterable[Replica], exited: Replica, code: int, counted_restarts: int
+    policy: Policy,
+    replicas: Iterable[ReplicaState],
+    exited: ReplicaState,
+    code: int,
+    counted_restarts: int,
 ) -> Decision:
     """The operator's answer to `exited` ending with exit code `code`; `replicas` hold
     every replica's phase after the exit, `counted_restarts` the restarts counted so far."""
@@ -244,8 +252,8 @@ def deadline_exceeded(policy: Policy, started: float, now: float) -> Decision | 
 
 
 def set_condition(
-    conditions: list[Condition], type_: str, reason: str, message: str, now: float
-) -> list[Condition]:
+    conditions: list[ConditionState], type_: str, reason: str, message: str, now: float
+) -> list[ConditionState]:
     """The operator's condition update: Running and Restarting replace each other, a
     finished job's Running turns False, and nothing changes after a final condition."""
     if any(c.type in ENDED and c.status == "True" for c in conditions):
@@ -253,7 +261,7 @@ def set_condition(
     last = conditions[-1] if conditions else None
     if last and last.type == type_ and last.reason == reason and last.message == message:
         return conditions
-    kept: list[Condition] = []
+    kept: list[ConditionState] = []
     for c in conditions:
         if c.type == type_:
             continue
@@ -262,7 +270,7 @@ def set_condition(
         if type_ in ENDED and c.type in (RUNNING, RESTARTING):
             c = replace(c, status="False")
         kept.append(c)
-    return [*kept, Condition(type_, reason, message, now)]
+    return [*kept, ConditionState(type_, reason, message, now)]
 
 
 class _HasStatus(Protocol):
@@ -281,7 +289,7 @@ def job_state(conditions: Sequence[_HasStatus]) -> str:
     return UNKNOWN if conditions else PENDING_JOB
 
 
-def replica_statuses(replicas: Iterable[Replica]) -> dict[str, dict[str, int]]:
+def replica_statuses(replicas: Iterable[ReplicaState]) -> dict[str, dict[str, int]]:
     """`status.replicaStatuses`: active, succeeded and failed pods per replica type."""
     out: dict[str, dict[str, int]] = {}
     for r in replicas:
@@ -302,8 +310,8 @@ TRAINJOB_CONDITIONS = {SUCCEEDED: "Complete", FAILED: "Failed", SUSPENDED: "Susp
 
 def status_body(
     policy: Policy,
-    conditions: Sequence[Condition],
-    replicas: Iterable[Replica],
+    conditions: Sequence[ConditionState],
+    replicas: Iterable[ReplicaState],
     started: float,
     completed: float | None,
 ) -> dict[str, Any]:
@@ -313,7 +321,7 @@ def status_body(
     reps = list(replicas)
     if policy.kind == tj.KIND:
         state = job_state(conditions)
-        jobs: dict[str, list[Replica]] = {}
+        jobs: dict[str, list[ReplicaState]] = {}
         for r in reps:
             jobs.setdefault(r.type, []).append(r)
         return {
@@ -332,7 +340,7 @@ def status_body(
     }
 
 
-def _job_status(name: str, pods: list[Replica], state: str) -> dict[str, Any]:
+def _job_status(name: str, pods: list[ReplicaState], state: str) -> dict[str, Any]:
     """One replicated Job's entry of a TrainJob's jobsStatus."""
     done = bool(pods) and all(r.phase == DONE for r in pods)
     failed = any(r.phase == CRASHED for r in pods) and state == FAILED
@@ -348,7 +356,7 @@ def _job_status(name: str, pods: list[Replica], state: str) -> dict[str, Any]:
 
 
 def startable(
-    groups: Sequence[Group], replicas: Iterable[Replica], started: Iterable[str]
+    groups: Sequence[Group], replicas: Iterable[ReplicaState], started: Iterable[str]
 ) -> list[str]:
     """The groups (TrainJob: replicated Jobs) not yet started whose dependsOn holds:
     every pod of each Job they depend on Succeeded ("Complete") or Running ("Ready")."""
@@ -367,7 +375,7 @@ def startable(
     ]
 
 
-def _condition_body(c: Condition) -> dict[str, Any]:
+def _condition_body(c: ConditionState) -> dict[str, Any]:
     return {
         "type": c.type,
         "status": c.status,

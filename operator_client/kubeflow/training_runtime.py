@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import RUNTIME_COMMAND
-from ..spec.model import FaultPolicy
+from ..contract import DEFAULT_BACKOFF_LIMIT, RUNTIME_COMMAND
 from . import trainjob as tj
 from .security import container_security_context, pod_security_context
 
@@ -21,7 +20,7 @@ RUNTIME_IMAGE = "ghcr.io/kctl-train/trainer:0.1.0"
 RUNTIME_SHARED_MEMORY = "1Gi"
 # The Job's backoffLimit in the runtime: the spec's default (spec/checks.py refuses any
 # other value for a TrainJob).
-RUNTIME_BACKOFF_LIMIT: int = FaultPolicy.model_fields["backoff_limit"].default
+RUNTIME_BACKOFF_LIMIT = DEFAULT_BACKOFF_LIMIT
 
 
 def pod_volumes(shared_memory: str) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ things that render fine but that a user should know about before paying for GPUs
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -59,7 +59,7 @@ PRESET_LABELS: dict[str, dict[str, str]] = {
 
 
 @dataclass(frozen=True)
-class Finding:
+class FieldProblem:
     """One problem or warning, at a field path inside the document."""
 
     loc: Loc
@@ -82,141 +82,158 @@ def longest_pod_name(job: TrainingJob) -> str:
     return f"{name}-master-0"
 
 
-def problems(job: TrainingJob) -> list[Finding]:
-    """Every cross-field error of the job, in document order."""
-    return list(_problems(job))
-
-
-def _problems(job: TrainingJob) -> Iterator[Finding]:
-    spec = job.spec
+def _name_length(job: TrainingJob) -> Iterator[FieldProblem]:
     pod_name = longest_pod_name(job)
     if len(pod_name) > 63:
-        yield Finding(
+        yield FieldProblem(
             ("metadata", "name"),
             f"too long: the operator names a pod and Service {pod_name!r} "
             f"({len(pod_name)} characters, at most 63); shorten the name by "
             f"{len(pod_name) - 63} characters",
         )
 
-    yield from _label_problems(job)
-    if spec.operator == "trainjob":
+
+def _operator_limits(job: TrainingJob) -> Iterator[FieldProblem]:
+    if job.spec.operator == "trainjob":
         yield from _trainjob_problems(job)
+
+
+def _size(job: TrainingJob) -> Iterator[FieldProblem]:
     size = len(job.model_dump_json(by_alias=True, exclude_none=True).encode())
     if size > SPEC_ENV_MAX:
-        yield Finding(
+        yield FieldProblem(
             ("spec",),
             f"the job is {size} bytes as JSON; it travels to every pod in one environment "
             f"variable, which Linux limits to 128 KiB (at most {SPEC_ENV_MAX} bytes here): "
             "move large arguments into files in the image or the store",
         )
 
+
+def _what_to_run(job: TrainingJob) -> Iterator[FieldProblem]:
+    spec = job.spec
     if spec.train is None and spec.command is None:
-        yield Finding(
+        yield FieldProblem(
             ("spec",), "say what to run: give spec.train (Lightning import paths) or spec.command"
         )
     if spec.train is not None and spec.command is not None:
-        yield Finding(("spec", "command"), "give either spec.train or spec.command, not both")
+        yield FieldProblem(("spec", "command"), "give either spec.train or spec.command, not both")
     if spec.train is not None:
         for key in sorted(RUNTIME_TRAINER_ARGS & spec.train.trainer.keys()):
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "train", "trainer", key),
                 f"{key} is set by the runtime from the job's world size and "
                 "hardware; remove it (use spec.nodes, spec.processesPerNode and "
                 "spec.resources instead)",
             )
 
-    if isinstance(spec.nodes, NodeRange) and spec.nodes.min > spec.nodes.max:
-        yield Finding(
-            ("spec", "nodes", "min"),
-            f"min ({spec.nodes.min}) is larger than max ({spec.nodes.max})",
+
+def _node_range(job: TrainingJob) -> Iterator[FieldProblem]:
+    nodes = job.spec.nodes
+    if isinstance(nodes, NodeRange) and nodes.min > nodes.max:
+        yield FieldProblem(
+            ("spec", "nodes", "min"), f"min ({nodes.min}) is larger than max ({nodes.max})"
         )
 
-    gpus = spec.resources.gpus
-    nproc = spec.processes_per_node
+
+def _processes(job: TrainingJob) -> Iterator[FieldProblem]:
+    gpus = job.spec.resources.gpus
+    nproc = job.spec.processes_per_node
     if nproc == "detect" and gpus == 0:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "processesPerNode"),
             "'detect' needs GPU nodes (on CPU torchrun would start one process "
             "per core); use 'auto' or a number",
         )
     if isinstance(nproc, int) and gpus and nproc > gpus:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "processesPerNode"),
             f"{nproc} processes on {gpus} GPUs per node: each process needs its "
             "own GPU; use at most resources.gpus or 'auto'",
         )
 
-    resources = spec.resources
+
+def _resources(job: TrainingJob) -> Iterator[FieldProblem]:
+    resources = job.spec.resources
     for field, quantity in (("cpu", resources.cpu), ("memory", resources.memory)):
         if quantity.value <= 0:
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "resources", field), f"must be more than 0, got {quantity.text!r}"
             )
     if resources.shared_memory.value > resources.memory.value:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "resources", "sharedMemory"),
             f"{resources.shared_memory.text} of /dev/shm is more than the node's "
             f"memory {resources.memory.text}; /dev/shm counts against the memory "
             "limit",
         )
 
-    pool = spec.node_pool
+
+def _node_pool(job: TrainingJob) -> Iterator[FieldProblem]:
+    pool = job.spec.node_pool
     labels = PRESET_LABELS[pool.preset]
     for field in ("accelerator", "pool"):
         if getattr(pool, field) is not None and field not in labels:
             usable = [p for p, lab in PRESET_LABELS.items() if field in lab]
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "nodePool", field),
                 f"the {pool.preset!r} preset has no {field} label; presets with "
                 f"one: {', '.join(usable)} (or use nodePool.nodeSelector)",
             )
     for i, tol in enumerate(pool.tolerations):
         if tol.operator == "Exists" and tol.value is not None:
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "nodePool", "tolerations", i, "value"),
                 "a toleration with operator Exists takes no value",
             )
         if tol.key is None and tol.operator == "Equal":
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "nodePool", "tolerations", i, "operator"),
                 "a toleration without key must use operator Exists",
             )
 
-    for name in spec.env:
+
+def _env(job: TrainingJob) -> Iterator[FieldProblem]:
+    for name in job.spec.env:
         if name in SECRET_ENV:
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "env", name),
                 "never put credentials in the job file: name a Secret in "
                 "spec.storage.credentialsSecret, or use a service account",
             )
         elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
-            yield Finding(
+            yield FieldProblem(
                 ("spec", "env", name),
                 "set by the training-operator, torchrun or the kctl-train runtime; remove it",
             )
 
-    storage = spec.storage
+
+def _storage(job: TrainingJob) -> Iterator[FieldProblem]:
+    storage = job.spec.storage
     if storage is not None and storage.uri.startswith("file://"):
         for field in ("endpoint", "region", "credentials_secret"):
             if getattr(storage, field) is not None:
-                yield Finding(
+                yield FieldProblem(
                     ("spec", "storage", to_camel(field)),
                     "only s3:// stores take this; remove it or use an s3:// uri",
                 )
 
-    resume = spec.checkpoint.resume
+
+def _resume(job: TrainingJob) -> Iterator[FieldProblem]:
+    resume = job.spec.checkpoint.resume
     if resume not in ("auto", "never") and not resume.startswith(("s3://", "file:///")):
-        yield Finding(
+        yield FieldProblem(
             ("spec", "checkpoint", "resume"),
             f"{resume!r}: use auto, never, or the s3:// or file:/// URI of a committed checkpoint",
         )
     elif resume not in ("auto", "never"):
         problem = credentials_problem(resume) or path_problem(urlsplit(resume).path)
         if problem:
-            yield Finding(("spec", "checkpoint", "resume"), problem)
+            yield FieldProblem(("spec", "checkpoint", "resume"), problem)
 
-    if spec.fault.termination_grace_period.seconds == 0:
-        yield Finding(
+
+def _grace_period(job: TrainingJob) -> Iterator[FieldProblem]:
+    if job.spec.fault.termination_grace_period.seconds == 0:
+        yield FieldProblem(
             ("spec", "fault", "terminationGracePeriod"),
             "0s leaves no time for the emergency checkpoint on preemption",
         )
@@ -226,19 +243,19 @@ def _problems(job: TrainingJob) -> Iterator[Finding]:
 MAX_INDEXED_COMPLETIONS = 100_000
 
 
-def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
+def _trainjob_problems(job: TrainingJob) -> Iterator[FieldProblem]:
     """What a TrainJob (Kubeflow Trainer v2.3) cannot express: its pods come from a
     cluster-wide runtime, and a TrainJob patches only part of them (docs/TRAINJOB.md)."""
     spec = job.spec
     instead = "or use operator: pytorchjob"
     if job.elastic:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "nodes"),
             "a TrainJob runs a fixed number of nodes (Kubeflow Trainer v2 has no elastic "
             f"range): give nodes: N, {instead}",
         )
     elif isinstance(spec.nodes, int) and spec.nodes > MAX_INDEXED_COMPLETIONS:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "nodes"),
             f"a TrainJob's nodes are one Indexed Job, which Kubernetes limits to "
             f"{MAX_INDEXED_COMPLETIONS} pods; give at most {MAX_INDEXED_COMPLETIONS}, {instead}",
@@ -269,7 +286,7 @@ def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
     for section, model, field, runtime_has_default, what in runtime_owned:
         allowed = type(model).model_fields[field].default if runtime_has_default else None
         if field in model.model_fields_set and getattr(model, field) != allowed:
-            yield Finding(
+            yield FieldProblem(
                 ("spec", *section, to_camel(field)),
                 f"a TrainJob cannot set {what}: it belongs to the TrainingRuntime its pods "
                 "come from (the kctl-train ClusterTrainingRuntime in manifests/trainer-v2/ "
@@ -277,14 +294,14 @@ def _trainjob_problems(job: TrainingJob) -> Iterator[Finding]:
                 f"{instead}",
             )
     if spec.processes_per_node == "detect" and "gpu" not in spec.resources.gpu_resource:
-        yield Finding(
+        yield FieldProblem(
             ("spec", "processesPerNode"),
             "'detect' on a TrainJob leaves the count to Trainer v2, which passes `auto` only "
             f"for a resource named like '*gpu*' ({spec.resources.gpu_resource} is not) and "
             "otherwise starts one process per requested CPU: give a number",
         )
     if spec.scheduling.gang != "none":
-        yield Finding(
+        yield FieldProblem(
             ("spec", "scheduling", "gang"),
             "a TrainJob's gang scheduling is its runtime's podGroupPolicy (coscheduling or "
             "volcano), not a job field: use a TrainingRuntime with podGroupPolicy, "
@@ -298,7 +315,7 @@ def _shown(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _label_problems(job: TrainingJob) -> Iterator[Finding]:
+def _label_problems(job: TrainingJob) -> Iterator[FieldProblem]:
     """Label and annotation keys and values the API server would refuse."""
     for loc, labels in (
         (("metadata", "labels"), job.metadata.labels),
@@ -307,35 +324,35 @@ def _label_problems(job: TrainingJob) -> Iterator[Finding]:
         for key, value in labels.items():
             problem = k8s_names.qualified_name_problem(key) or k8s_names.label_value_problem(value)
             if problem:
-                yield Finding((*loc, key), problem)
+                yield FieldProblem((*loc, key), problem)
     annotations = job.metadata.annotations
     for key in annotations:
         if problem := k8s_names.qualified_name_problem(key):
-            yield Finding(("metadata", "annotations", key), problem)
+            yield FieldProblem(("metadata", "annotations", key), problem)
     size = k8s_names.annotations_size(annotations)
     # The renderer adds its own (the spec hash, storage location): leave them room.
     if size > k8s_names.ANNOTATIONS_MAX - 4096:
-        yield Finding(
+        yield FieldProblem(
             ("metadata", "annotations"),
             f"{size} bytes of annotations; Kubernetes allows {k8s_names.ANNOTATIONS_MAX} in "
             "all, and kctl-train needs 4096 of them: put large data in the store",
         )
 
 
-def warnings(job: TrainingJob) -> list[Finding]:
+def warnings(job: TrainingJob) -> list[FieldProblem]:
     """Things that render but that a user should hear about."""
     spec = job.spec
     found = []
     if spec.storage is None:
         found.append(
-            Finding(
+            FieldProblem(
                 ("spec", "storage"),
                 "no storage: checkpoints and outputs stay in the pods and are lost when they go",
             )
         )
     if spec.scheduling.gang != "none":
         found.append(
-            Finding(
+            FieldProblem(
                 ("spec", "scheduling", "gang"),
                 f"gang scheduling takes effect only when the training-operator "
                 f"runs with --gang-scheduler-name={spec.scheduling.gang}",
@@ -343,10 +360,33 @@ def warnings(job: TrainingJob) -> list[Finding]:
         )
     if spec.network.profile != "none" and spec.resources.gpus == 0:
         found.append(
-            Finding(
+            FieldProblem(
                 ("spec", "network", "profile"),
                 f"the {spec.network.profile} profile on CPU-only nodes: NCCL "
                 "is not used without GPUs",
             )
         )
     return found
+
+
+# The cross-field rules, each a named function, in the order their fields appear.
+RULES: tuple[Callable[[TrainingJob], Iterator[FieldProblem]], ...] = (
+    _name_length,
+    _label_problems,
+    _operator_limits,
+    _size,
+    _what_to_run,
+    _node_range,
+    _processes,
+    _resources,
+    _node_pool,
+    _env,
+    _storage,
+    _resume,
+    _grace_period,
+)
+
+
+def problems(job: TrainingJob) -> list[FieldProblem]:
+    """Every cross-field error of the job, in document order."""
+    return [found for rule in RULES for found in rule(job)]

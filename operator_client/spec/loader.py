@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import EXIT_BAD_INPUT, KctlTrainError
 from ..untrusted import UntrustedFileError, read_bytes
-from .checks import Finding, Loc, problems, warnings
+from .checks import FieldProblem, Loc, problems, warnings
 from .issues import SpecIssue
 from .model import TrainingJob, control_character
 
@@ -273,7 +273,7 @@ def _format_path(path: Iterable[str | int]) -> str:
 
 
 def _issues(
-    found: list[Finding], root: yaml.Node, source: str, severity: Literal["error", "warning"]
+    found: list[FieldProblem], root: yaml.Node, source: str, severity: Literal["error", "warning"]
 ) -> list[SpecIssue]:
     out = []
     for f in found:

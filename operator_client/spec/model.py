@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ..contract import DEFAULT_BACKOFF_LIMIT
 from .units import INT32_MAX, INT64_MAX, Duration, Every, Quantity
 from .urls import check_endpoint, check_store_url
 
@@ -264,7 +265,7 @@ class FaultPolicy(_Model):
         3, description="In-place restarts of the workers by the elastic agent on each node."
     )
     backoff_limit: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
-        6, description="Pod restarts before the job is marked Failed."
+        DEFAULT_BACKOFF_LIMIT, description="Pod restarts before the job is marked Failed."
     )
     restart_policy: Literal["OnFailure", "ExitCode", "Never"] = Field(
         "OnFailure", description="Pod restart policy of every replica."

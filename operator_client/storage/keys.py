@@ -1,4 +1,4 @@
-"""Object keys and the local paths they may map to (docs/STORAGE.md, "Writing keys to local paths").
+"""Object keys and the local paths they may map to (docs/STORAGE.md, "Keys and local paths").
 
 A store key comes from whoever wrote the bucket; before it becomes a local path it must
 be a plain relative path that stays inside the destination (CVE-2022-31159 was a bare

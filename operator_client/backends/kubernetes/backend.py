@@ -57,7 +57,6 @@ GONE_MARGIN = 60  # beyond the pods' grace period: the garbage collector's and k
 
 class KubernetesBackend(Backend):
     name = "kubernetes"
-    flag = ""
 
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, api: Api | None = None

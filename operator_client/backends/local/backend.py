@@ -73,7 +73,6 @@ class LocalBackend(Backend):
     """Local jobs under `root` (default $KCTL_TRAIN_HOME or ~/.kctl-train)."""
 
     name = "local"
-    flag = " --local"
     store_reachable = True  # prepare() made sure of it
     local_images = True
 
@@ -303,11 +302,16 @@ class LocalBackend(Backend):
         ]
 
     def _view(
-        self, job: JobDir, manifest: Mapping[str, Any] | None = None, runs_as: str | None = None
+        self,
+        job: JobDir,
+        manifest: Mapping[str, Any] | None = None,
+        runs_as: str | None = None,
+        workload: Workload | None = None,
     ) -> JobView:
-        """The job from its files; `manifest` and `runs_as` when the caller has them (they
-        never change for a job directory: watch and logs read them once)."""
+        """The job from its files; `manifest`, `runs_as` and `workload` when the caller has
+        them (they never change for a job directory: watch and logs read them once)."""
         manifest = manifest or job.manifest()
+        workload = workload or job.workload()
         if runs_as is None:
             runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
         body = job.status()
@@ -333,8 +337,7 @@ class LocalBackend(Backend):
             local.replicas
             if local
             else tuple(
-                LocalReplica(r.name, r.type, r.index, r.phase)
-                for r in lc.replicas_of(job.workload())
+                LocalReplica(r.name, r.type, r.index, r.phase) for r in lc.replicas_of(workload)
             )
         )
         return JobView(
@@ -345,7 +348,7 @@ class LocalBackend(Backend):
             message=message,
             conditions=conditions,
             replicas=tuple(_replica(kind, name, r) for r in replicas),
-            nodes=replica_count(manifest),
+            nodes=replica_count(manifest, workload),
             created=_mtime(job.manifest_file),
             started=local.started if local else None,
             completed=local.completed if local else None,
@@ -362,8 +365,8 @@ class LocalBackend(Backend):
         self, namespace: str, name: str, *, heartbeat: float = 1.0
     ) -> Generator[Event, None, None]:
         job = self._existing(namespace, name)
-        manifest = job.manifest()
-        last = self._view(job, manifest)
+        manifest, workload = job.manifest(), job.workload()
+        last = self._view(job, manifest, workload=workload)
         runs_as = last.runs_as
         yield JobChanged(last)
         last_sent = time.monotonic()
@@ -373,7 +376,7 @@ class LocalBackend(Backend):
         while True:
             if not job.exists():
                 raise JobNotFound(f"local job {namespace}/{name} was deleted")
-            view = self._view(job, manifest, runs_as)
+            view = self._view(job, manifest, runs_as, workload)
             found = Progress.newest(text for _, text in follower.poll(final=view.ended))
             if found is not None and found != progress:
                 progress = found
@@ -452,7 +455,7 @@ class LocalBackend(Backend):
             raise LocalJobError(f"local job {namespace}/{name} is not running")
         ok, message = chaos.request(job, fault)
         if not ok:
-            raise LocalJobError(f"{fault.action} {fault.replica}: {message}")
+            raise LocalJobError(f"{fault.action} {fault.pod}: {message}")
         return message
 
     @staticmethod
@@ -628,8 +631,7 @@ def _kill_orphans(job: JobDir) -> list[int]:
             continue
     left = pod_processes.kill_all(pod_processes.job_prefix(job.path))
     if load_mode(job)[0].sandboxed:
-        from .sandbox.network import PodNetwork
-        from .sandbox.pods import release
+        from .sandbox.pods import release_job
 
-        release(PodNetwork.of(job.path, [r.name for r in lc.replicas_of(job.workload())]))
+        release_job(job.path, [r.name for r in lc.replicas_of(job.workload())])
     return left

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...kubeflow.lifecycle import Replica
+from ...kubeflow.lifecycle import ReplicaState
 from ...kubeflow.pod_env import PodEnvError, resolve_env
 from ...kubeflow.pod_objects import PodObjects
 from ...kubeflow.workload import Workload
@@ -71,7 +71,7 @@ def pod_objects(
 
 def replica_env(
     workload: Workload,
-    replica: Replica,
+    replica: ReplicaState,
     *,
     base: Mapping[str, str],
     port: int | None = None,

@@ -27,7 +27,8 @@ from ...kubeflow.pod_env import PodEnvError
 from ...untrusted import read_tail
 from . import chaos, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
-from .launch import Pods, load_mode, pods_for
+from .launch import load_mode, pods_for
+from .pods_base import Pods
 
 POLL_SECONDS = 0.2
 # A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5
@@ -67,7 +68,7 @@ class Supervisor:
         self.replicas = {r.name: r for r in lc.replicas_of(self.workload)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restart_at: dict[str, float] = {}
-        self.conditions: list[lc.Condition] = []
+        self.conditions: list[lc.ConditionState] = []
         self.detail = ""  # kctl-train's own line beyond the last condition's message
         self.started_groups: list[str] = []
         self.counted_restarts = 0
@@ -172,7 +173,7 @@ class Supervisor:
 
     # replicas
 
-    def _start(self, replica: lc.Replica) -> None:
+    def _start(self, replica: lc.ReplicaState) -> None:
         assert self.pods is not None
         # The container's terminationMessagePath: the runtime writes why it failed there.
         termination = self.job.termination_log(replica.name)
@@ -206,7 +207,7 @@ class Supervisor:
             except (ValueError, OSError) as exc:
                 chaos.answer(path, False, str(exc))
                 continue
-            self._note(fault.replica, f"fault injected: {done}")
+            self._note(fault.pod, f"fault injected: {done}")
             chaos.answer(path, True, done)
         for name in self.pods.due():
             self._note(name, "fault over: network restored")
@@ -226,7 +227,7 @@ class Supervisor:
         if left:
             self._note(name, f"processes {left} did not end after SIGKILL")
 
-    def _ended(self, name: str, returncode: int) -> lc.Replica:
+    def _ended(self, name: str, returncode: int) -> lc.ReplicaState:
         self._kill(name)  # the container's processes go with it, wherever they are
         self.procs.pop(name)
         code = lc.exit_status(returncode)

@@ -17,8 +17,8 @@ from ....runstore.location import home
 from ...base import Fault, ImageRoot, StorageLocation
 from .. import file_store
 from ..jobdir import JobDir
-from ..launch import Launch, Pods, bindir
 from ..local_env import replica_command, replica_env
+from ..pods_base import Launch, Pods, bindir
 from . import cgroups
 from .host_view import HostView, host_view, image_env
 from .network import PodNetwork
@@ -108,7 +108,7 @@ class SandboxPods(Pods):
         return self._host
 
     def launch(
-        self, replica: lc.Replica, env: Mapping[str, str], extra: Mapping[str, str]
+        self, replica: lc.ReplicaState, env: Mapping[str, str], extra: Mapping[str, str]
     ) -> Launch:
         uid, gid, read_only = identity(self.workload, replica.type)
         container = self.workload.container(replica.type)
@@ -182,20 +182,20 @@ class SandboxPods(Pods):
     def fault(self, fault: Fault) -> str:
         if fault.action == KILL:
             return super().fault(fault)
-        self._known(fault.replica)
+        self._known(fault.pod)
         if fault.action in (PARTITION, HEAL):
             cut = fault.action == PARTITION
             if not cut:
-                self.network.heal(fault.replica)
-            self.network.partition(fault.replica, cut)
+                self.network.heal(fault.pod)
+            self.network.partition(fault.pod, cut)
             if self.relay is not None:
-                self.relay.partition(self.network.netns_path(fault.replica), cut)
+                self.relay.partition(self.network.netns_path(fault.pod), cut)
         elif fault.action == SLOW:
-            self.network.slow(fault.replica, fault.delay_ms, fault.loss_percent)
+            self.network.slow(fault.pod, fault.delay_ms, fault.loss_percent)
         if fault.action in (PARTITION, SLOW) and fault.seconds:
-            self.heal_at[fault.replica] = time.monotonic() + fault.seconds
+            self.heal_at[fault.pod] = time.monotonic() + fault.seconds
         elif fault.action == HEAL:
-            self.heal_at.pop(fault.replica, None)
+            self.heal_at.pop(fault.pod, None)
         return fault.describe()
 
     def due(self) -> list[str]:
@@ -210,6 +210,12 @@ class SandboxPods(Pods):
         if self.relay is not None:
             self.relay.close()
         release(self.network)
+
+
+def release_job(path: Path, pods: list[str]) -> None:
+    """Release what a job's pods held, from its directory and pod names alone (a job whose
+    supervisor died)."""
+    release(PodNetwork.of(path, pods))
 
 
 def release(network: PodNetwork) -> None:

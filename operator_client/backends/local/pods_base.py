@@ -1,0 +1,71 @@
+"""The base of the supervisor's pod launchers (launch.py's processes, sandbox/pods.py's
+pod sandboxes): how a replica is started, faulted and released. Built on by both, it
+imports neither, so the launchers form no cycle (an import-linter contract holds it)."""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+
+from ...contract import KILL
+from ...kubeflow import lifecycle as lc
+from ...kubeflow.lifecycle import ReplicaState
+from ...kubeflow.workload import Workload
+from ..base import Fault
+from . import pod_processes
+from .jobdir import JobDir
+from .sandbox.support import PodsMode
+
+Launch = tuple[list[str], dict[str, str]]
+
+
+class Pods(ABC):
+    """The replicas' way of running, for the supervisor."""
+
+    def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
+        self.job, self.workload, self.mode = job, workload, mode
+        self.objects = job.objects()  # the Secrets and ConfigMaps given at submit
+
+    @abstractmethod
+    def launch(
+        self, replica: ReplicaState, env: Mapping[str, str], extra: Mapping[str, str]
+    ) -> Launch:
+        """The command to start `replica` and that command's environment. `env` is the
+        caller's; `extra` goes to every process of the replica."""
+
+    # The job's rendezvous port on this machine (processes share its loopback).
+    port: int | None = None
+
+    def where(self, name: str) -> tuple[str | None, str | None]:
+        """The replica's address and network namespace (a pod sandbox's; None as a process)."""
+        return None, None
+
+    def _known(self, replica: str) -> None:
+        names = [r.name for r in lc.replicas_of(self.workload)]
+        if replica not in names:
+            raise ValueError(f"no replica {replica!r} (replicas: {', '.join(names)})")
+
+    def fault(self, fault: Fault) -> str:
+        """Apply one fault (chaos.py); what was done, for the replica's log. ValueError
+        for a fault this way of running cannot apply."""
+        self._known(fault.pod)
+        if fault.action != KILL:
+            raise ValueError(
+                f"{fault.action} needs pod sandboxes; this job runs as {self.mode.describe()}"
+            )
+        pod_processes.kill_all(pod_processes.marker_of(self.job.path, fault.pod), exact=True)
+        return fault.describe()
+
+    def due(self) -> list[str]:
+        """Replicas whose timed fault is over, healed now (called every round)."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - processes hold nothing beyond themselves
+        """The job has ended: release what the pods held."""
+
+
+def bindir() -> Path:
+    """Where the installed package's commands are: beside this Python."""
+    return Path(sys.executable).parent

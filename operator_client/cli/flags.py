@@ -1,0 +1,121 @@
+"""The flags several commands share (kubectl's where-flags, -o, --operator, the build
+flags), for the command modules that register their subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+REPO_ENV = "KCTL_TRAIN_IMAGE_REPO"
+
+
+def add_build_flags(cmd: argparse.ArgumentParser) -> None:
+    """The flags `build` and `apply --build` share."""
+    cmd.add_argument(
+        "--base",
+        metavar="IMAGE",
+        help="the image to build on: any with kctl-train-runtime installed (default: the "
+        "job's spec.image)",
+    )
+    cmd.add_argument(
+        "--repo",
+        metavar="REPOSITORY",
+        default=os.environ.get(REPO_ENV),
+        help=f"push to this repository, e.g. ghcr.io/acme/train (default: ${REPO_ENV}); "
+        "without one the image stays on this machine",
+    )
+    cmd.add_argument(
+        "--builder",
+        choices=("docker", "podman", "buildah"),
+        help="default: docker where an engine answers, else podman, else buildah",
+    )
+    cmd.add_argument(
+        "--registry-auth",
+        metavar="FILE",
+        help="credentials in Docker's config.json format (default: $REGISTRY_AUTH_FILE, "
+        "then ~/.docker/config.json)",
+    )
+    cmd.add_argument(
+        "--max-size",
+        type=size,
+        metavar="SIZE",
+        help="refuse a workspace bigger than this (default: 512Mi)",
+    )
+    cmd.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="ship this file (relative to the directory) although its content looks like a "
+        "secret (repeatable)",
+    )
+
+
+def size(text: str) -> int:
+    """A Kubernetes quantity (512Mi, 2Gi, 1000000) in bytes."""
+    from ..spec.units import parse_quantity  # only when the flag is given
+
+    try:
+        return int(parse_quantity(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def operator(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--operator",
+        choices=("pytorchjob", "trainjob"),
+        help="render for this operator instead of the file's spec.operator: a PyTorchJob "
+        "(training-operator v1.9) or a TrainJob (Kubeflow Trainer v2.3)",
+    )
+
+
+def runtime(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--runtime",
+        action="append",
+        metavar="PATH",
+        help="with --local: a Trainer v2 runtime file (or a directory of them) a TrainJob may "
+        "name, e.g. Kubeflow's torch-distributed; repeatable (kctl-train's own is built in)",
+    )
+    for kind in ("secret", "configmap"):
+        cmd.add_argument(
+            f"--{kind}",
+            action="append",
+            metavar="FILE",
+            help=f"with --local: a {kind} manifest (kubectl get {kind} NAME -o yaml) the pods "
+            "read in env and volumes; repeatable",
+        )
+
+
+def where(cmd: argparse.ArgumentParser) -> None:
+    """kubectl's flags for where a job lives."""
+    cmd.add_argument("-n", "--namespace", help="namespace (default: the job's, or 'default')")
+    cmd.add_argument(
+        "--local",
+        action="store_true",
+        help="the local backend: replicas run as processes on this machine, from the "
+        "installed package (no image is pulled); state in $KCTL_TRAIN_HOME (~/.kctl-train). "
+        "Without it: the cluster of your kubeconfig",
+    )
+    cmd.add_argument("--context", help="kubeconfig context (default: the current one)")
+    cmd.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
+
+
+def output(cmd: argparse.ArgumentParser, choices: tuple[str, ...], help: str) -> None:
+    """kubectl's -o: the first choice is the default."""
+    cmd.add_argument("-o", "--output", choices=choices, default=choices[0], help=help)
+
+
+def table_output(cmd: argparse.ArgumentParser) -> None:
+    output(cmd, ("text", "yaml", "json"), "a table, or the objects as YAML or JSON")
+
+
+def force_namespace(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--force-namespace",
+        action="store_true",
+        help="let -n replace the namespace the job file names",
+    )
