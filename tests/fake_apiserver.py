@@ -47,7 +47,7 @@ KIND_OF = {"pytorchjobs": "PyTorchJob", "trainjobs": "TrainJob"}
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 RESOURCE = {"pytorchjobs": "pytorchjobs.kubeflow.org", "trainjobs": TRAINJOB_CRD}
 CORE = re.compile(
-    r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|events|secrets|serviceaccounts)"
+    r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|events|secrets|configmaps|serviceaccounts)"
     r"(?:/(?P<name>[^/]+))?(?P<log>/log)?$"
 )
 # The labels that tie a pod to its job (the training-operator's, JobSet's).
@@ -113,6 +113,9 @@ class State:
     crd_installed: bool = True  # the PyTorchJob CRD
     other_crds: set[str] = field(default_factory=set)  # e.g. trainjobs.trainer.kubeflow.org
     runtimes: set[str] = field(default_factory=set)  # ClusterTrainingRuntime names
+    # Whole objects served by name: (plural, name) -> the object (a runtime's spec, a
+    # Secret's data); the sets above answer with metadata only.
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # Authorization: None allows everything but `denied` (verb, resource, subresource);
     # a dict (namespace or "" for cluster-wide -> rules) allows only what its rules grant.
     denied: set[tuple[str, str, str]] = field(default_factory=set)
@@ -525,6 +528,8 @@ class _Handler(BaseHTTPRequestHandler):
             ]
             if m.group(1) is None:
                 return self._send(200, {"kind": "ClusterTrainingRuntimeList", "items": items})
+            if ("clustertrainingruntimes", m.group(1)) in s.objects:
+                return self._send(200, s.objects[("clustertrainingruntimes", m.group(1))])
             if m.group(1) in s.runtimes:
                 return self._send(200, items[sorted(s.runtimes).index(m.group(1))])
             return self._status(
@@ -699,6 +704,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if "type" not in wanted or e.get("type") == wanted["type"]
             ]
             return self._send(200, {"kind": "EventList", "items": items, "metadata": {}})
+        if (kind, name) in s.objects:
+            return self._send(200, s.objects[(kind, name)])
         known = s.secrets if kind == "secrets" else s.service_accounts
         if name in known:
             return self._send(200, {"kind": kind, "metadata": {"name": name, "namespace": ns}})

@@ -328,3 +328,35 @@ def test_a_hand_written_trainjob_runs_its_initializer_first_and_a_plain_runtime_
     node = [line for line in logs.splitlines() if line.startswith("[node-0-1]")]
     assert "[node-0-1] JOB_COMPLETION_INDEX=1" in node and "[node-0-1] TRAIN_JOB_NAME=tj" in node
     assert not [line for line in node if "PET_" in line]
+
+
+def test_with_a_context_the_runtime_and_secrets_come_from_that_cluster(tmp_path: Path) -> None:
+    """`apply --local --context C`: the runtime the TrainJob names and the Secret its pods
+    read, given by no file, are read from the cluster (here the test API server)."""
+    from .fake_apiserver import FakeApiServer
+
+    api = FakeApiServer()
+    try:
+        api.state.other_crds.add("trainjobs.trainer.kubeflow.org")
+        api.state.objects[("clustertrainingruntimes", "torch-distributed")] = runtime(TORCH)
+        api.state.objects[("secrets", "creds")] = {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+            "data": {"token": "czNjcjN0"},
+        }  # fmt: skip
+        secret = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}
+        job = trainjob(
+            "torch-distributed",
+            trainer={"command": ["sh", "-c", "echo token=$TOKEN"], "env": [secret]},
+        )
+        (tmp_path / "tj.yaml").write_text(yaml.safe_dump(job))
+        where = ["--kubeconfig", str(api.kubeconfig(tmp_path)), "--context", "fake"]
+        doctor = kctl("doctor", "tj.yaml", "--local", *where, cwd=tmp_path)
+        said = doctor.stdout + doctor.stderr
+        assert "from the cluster: torch-distributed (runtime)" in said, said
+        assert "from the cluster: Secret creds" in said
+        out = kctl("apply", "tj.yaml", "--local", *where, "--wait", "--no-collect", cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr
+        logs = kctl("logs", "tj", "--local", cwd=tmp_path).stdout
+        assert "token=s3cr3t" in logs
+    finally:
+        api.stop()

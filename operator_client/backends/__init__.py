@@ -23,13 +23,19 @@ def backend_for(
     objects: PodObjects | None = None,
 ) -> Backend:
     """The backend called `name`: "local" (processes on this machine, state under `home`,
-    TrainJobs against `runtimes` beside the built-in one, pods reading `objects`) or
-    "kubernetes" (the cluster of the kubeconfig and context, connected on first use; it
-    has its own runtimes, Secrets and ConfigMaps). Each is imported only when chosen."""
+    TrainJobs against `runtimes` beside the built-in one, pods reading `objects`; with a
+    kubeconfig or context, what neither gives is read from that cluster) or "kubernetes"
+    (the cluster of the kubeconfig and context, connected on first use; it has its own
+    runtimes, Secrets and ConfigMaps). Each is imported only when chosen."""
     if name == "local":
         from .local import LocalBackend
 
-        return LocalBackend(home, runtimes=runtimes, objects=objects)
+        lookup = None
+        if kubeconfig or context:
+            from .kubernetes import KubernetesBackend
+
+            lookup = KubernetesBackend(kubeconfig, context).lookup
+        return LocalBackend(home, runtimes=runtimes, objects=objects, lookup=lookup)
     if runtimes or objects:
         from ..errors import BadInput
 

@@ -98,7 +98,11 @@ def where(cmd: argparse.ArgumentParser) -> None:
         "installed package (no image is pulled); state in $KCTL_TRAIN_HOME (~/.kctl-train). "
         "Without it: the cluster of your kubeconfig",
     )
-    cmd.add_argument("--context", help="kubeconfig context (default: the current one)")
+    cmd.add_argument(
+        "--context",
+        help="kubeconfig context (default: the current one); with --local, a runtime, Secret "
+        "or ConfigMap the job needs and no file gives is read from that cluster",
+    )
     cmd.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )

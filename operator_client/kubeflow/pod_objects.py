@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,42 @@ class PodObjects:
     def of(self, kind: str) -> Mapping[str, Mapping[str, str]]:
         """The objects of `kind` ("Secret" or "ConfigMap") by name."""
         return self.secrets if kind == "Secret" else self.configmaps
+
+
+# A Secret or ConfigMap, or a runtime, fetched by (kind, name, namespace): None when the
+# source has none (a cluster, for a local run with --context).
+Lookup = Callable[[str, str, str], "Mapping[str, Any] | None"]
+
+
+def values_of(doc: Mapping[str, Any], kind: str) -> dict[str, str]:
+    """Each key's text of a Secret or ConfigMap object (as the API server returns it)."""
+    return _values(doc, kind, f"{kind} {(doc.get('metadata') or {}).get('name')!r}")
+
+
+def references(templates: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The (kind, name) of every Secret and ConfigMap the pod templates read: env
+    valueFrom, envFrom and volumes."""
+    found: set[tuple[str, str]] = set()
+    for template in templates:
+        spec = template.get("spec") or {}
+        for volume in spec.get("volumes") or []:
+            if "secret" in volume:
+                found.add(("Secret", volume["secret"].get("secretName", "")))
+            if "configMap" in volume:
+                found.add(("ConfigMap", volume["configMap"].get("name", "")))
+        for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            for item in container.get("env") or []:
+                ref = item.get("valueFrom") or {}
+                if "secretKeyRef" in ref:
+                    found.add(("Secret", ref["secretKeyRef"].get("name", "")))
+                if "configMapKeyRef" in ref:
+                    found.add(("ConfigMap", ref["configMapKeyRef"].get("name", "")))
+            for source in container.get("envFrom") or []:
+                if "secretRef" in source:
+                    found.add(("Secret", source["secretRef"].get("name", "")))
+                if "configMapRef" in source:
+                    found.add(("ConfigMap", source["configMapRef"].get("name", "")))
+    return {(kind, name) for kind, name in found if name}
 
 
 def load_objects(secrets: Iterable[str | Path], configmaps: Iterable[str | Path]) -> PodObjects:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...contract import Progress
 from ...errors import ClusterError, JobNotFound
 from ...kubeflow import lifecycle as lc
+from ...kubeflow import trainjob as tj
 from ...kubeflow.kinds import KINDS, TRAINJOB, Kind, kind_of
 from ..base import (
     Backend,
@@ -75,6 +76,23 @@ class KubernetesBackend(Backend):
 
             self._api = Api(connect(self.kubeconfig, self.context), say=self.say)
         return self._api
+
+    def lookup(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """A Trainer v2 runtime, Secret or ConfigMap of the cluster (None: it has none):
+        what a local run of a job borrows from the cluster of --context."""
+        trainer, core = f"/apis/{tj.API_VERSION}", f"/api/v1/namespaces/{namespace}"
+        paths = {
+            "ClusterTrainingRuntime": f"{trainer}/clustertrainingruntimes/{name}",
+            "TrainingRuntime": f"{trainer}/namespaces/{namespace}/trainingruntimes/{name}",
+            "Secret": f"{core}/secrets/{name}",
+            "ConfigMap": f"{core}/configmaps/{name}",
+        }
+        try:
+            return self.api.read_path(f"get {kind} {name}", paths[kind])
+        except ClusterError as exc:
+            if exc.code == 404:
+                return None
+            raise
 
     def check(self, manifest: Mapping[str, Any]) -> list[Finding]:
         """The CRD, namespace, RBAC, Secrets, ServiceAccount and GPU nodes (preflight.py)."""

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...contract import Progress
-from ...errors import BadInput, JobNotFound, LocalJobError
+from ...errors import BadInput, ClusterError, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
+from ...kubeflow import trainjob as tj
 from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
-from ...kubeflow.pod_objects import PodObjects
+from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
@@ -84,15 +85,18 @@ class LocalBackend(Backend):
         image: ImageRoot | None = None,
         runtimes: Mapping[str, Mapping[str, Any]] | None = None,
         objects: PodObjects | None = None,
+        lookup: Lookup | None = None,
     ) -> None:
         """`pods`: auto (pod sandboxes where this machine can run them, else processes),
         sandbox or process; default $KCTL_TRAIN_LOCAL_PODS, else auto. `image`: run the
         replicas from an image's root filesystem (sandboxes only). `runtimes`: Trainer v2
         runtimes a TrainJob may name, by name, beside kctl-train's built-in one. `objects`:
-        the Secrets and ConfigMaps the pods read (env and volumes)."""
+        the Secrets and ConfigMaps the pods read (env and volumes). `lookup`: where a
+        runtime, Secret or ConfigMap given neither way is read from (a cluster's)."""
         self.root = root or home()
         self.runtimes = dict(runtimes or {})
         self.objects = objects or PodObjects()
+        self.lookup = lookup
         self.pods = pods or os.environ.get(MODE_ENV) or AUTO
         if self.pods not in MODES:
             raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
@@ -143,7 +147,11 @@ class LocalBackend(Backend):
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
         try:
+            borrowed = self._borrow(manifest)
             workload = workload_of(manifest, self.runtimes)
+            borrowed += self._borrow_objects(workload)
+        except ClusterError as exc:
+            return [Finding("error", f"reading from the cluster of --context: {exc}")]
         except (WorkloadError, KeyError) as exc:
             return [Finding("error", f"the local backend cannot run this job: {exc}", True)]
         bindir = Path(sys.executable).parent
@@ -157,10 +165,11 @@ class LocalBackend(Backend):
                     bad_input=True,
                 )
             ]
-        findings = []
+        findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
         if workload.trainjob:
             ref = manifest["spec"]["runtimeRef"]["name"]
             given = "given with --runtime" if ref in self.runtimes else "built in"
+            given = "from the cluster" if f"{ref} (runtime)" in borrowed else given
             groups = ", ".join(f"{g.type} ({g.count})" for g in workload.groups)
             findings.append(
                 Finding("info", f"runtime: {ref} ({given}); replicated Jobs in order: {groups}")
@@ -206,6 +215,39 @@ class LocalBackend(Backend):
             except (PodEnvError, WorkloadError) as exc:
                 findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
         return findings
+
+    def _borrow(self, manifest: Mapping[str, Any]) -> list[str]:
+        """The TrainJob's runtime from the cluster, where neither given nor built in."""
+        if self.lookup is None or manifest.get("kind") != tj.KIND:
+            return []
+        ref = manifest["spec"].get("runtimeRef") or {}
+        name, kind = ref.get("name", ""), ref.get("kind", tj.RUNTIME_KIND)
+        if name in self.runtimes or name == tj.RUNTIME_NAME:
+            return []
+        found = self.lookup(kind, name, manifest["metadata"].get("namespace", "default"))
+        if found is None:
+            return []
+        self.runtimes[name] = dict(found)
+        return [f"{name} (runtime)"]
+
+    def _borrow_objects(self, workload: Workload) -> list[str]:
+        """The Secrets and ConfigMaps the pods read that were not given, from the cluster."""
+        if self.lookup is None:
+            return []
+        borrowed = []
+        secrets = {k: dict(v) for k, v in self.objects.secrets.items()}
+        configmaps = {k: dict(v) for k, v in self.objects.configmaps.items()}
+        templates = [g.template for g in workload.groups]
+        for kind, name in sorted(references(templates)):
+            have = secrets if kind == "Secret" else configmaps
+            if name in have:
+                continue
+            found = self.lookup(kind, name, workload.namespace)
+            if found is not None:
+                have[name] = values_of(found, kind)
+                borrowed.append(f"{kind} {name}")
+        self.objects = PodObjects(secrets, configmaps)
+        return borrowed
 
     # 3. submit
 
