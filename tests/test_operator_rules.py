@@ -165,6 +165,22 @@ ENV_CASES = [
             "PET_NPROC_PER_NODE": "auto",
         },
     ),
+    (
+        "empty rendezvous fields are set, not defaulted (Go pointers): host, port, backend",
+        {
+            "pytorchReplicaSpecs": {"Worker": replica(2)},
+            "elasticPolicy": {"rdzvHost": "", "rdzvPort": 0, "rdzvBackend": ""},
+        },
+        "Worker",
+        0,
+        {
+            "PYTHONUNBUFFERED": "1",
+            "PET_RDZV_ENDPOINT": ":0",
+            "PET_RDZV_BACKEND": "",
+            "PET_NNODES": "2:2",
+            "PET_NPROC_PER_NODE": "auto",
+        },
+    ),
 ]
 
 
@@ -213,6 +229,9 @@ def broken(change: str) -> dict[str, Any]:
         del replicas["Master"]
         replicas["Worker"] = None
         manifest["spec"]["elasticPolicy"] = {}
+    elif change == "empty-rdzv-conf":
+        del replicas["Master"]
+        manifest["spec"]["elasticPolicy"] = {"rdzvConf": []}
     elif change == "no-containers":
         replicas["Worker"]["template"]["spec"]["containers"] = []
     return manifest
@@ -229,6 +248,13 @@ WEBHOOK_CASES = [
     ("master-absent-replicas", ["spec.pytorchReplicaSpecs.Master.replicas must be set to 1"]),
     ("worker-absent-replicas", []),  # defaulted to 1 later
     ("elastic-worker-null", ["spec.elasticPolicy needs a Worker replica spec"]),
+    (
+        "empty-rdzv-conf",
+        [
+            "spec.elasticPolicy.rdzvConf is an empty list, which crashes the "
+            "training-operator's reconcile loop (v1.9.4); leave it out instead"
+        ],
+    ),
     (
         "no-containers",
         [

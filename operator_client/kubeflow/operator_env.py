@@ -128,11 +128,15 @@ def _elastic_env(
     lo, hi = _given(elastic, "minReplicas"), _given(elastic, "maxReplicas")
     lo = lo if lo is not None else hi if hi is not None else workers
     hi = hi if hi is not None else lo
-    host = _given(elastic, "rdzvHost") or pj.pod_name(name, pj.WORKER, 0)
-    rdzv_port = port or _given(elastic, "rdzvPort") or _port(manifest, pj.WORKER)
+    # Pointers in Go: an empty host, port 0 or empty backend is set, not defaulted.
+    host = _given(elastic, "rdzvHost")
+    host = pj.pod_name(name, pj.WORKER, 0) if host is None else host
+    rdzv_port = _given(elastic, "rdzvPort")
+    rdzv_port = port or (_port(manifest, pj.WORKER) if rdzv_port is None else rdzv_port)
+    backend = _given(elastic, "rdzvBackend")
     env = {
-        "PET_RDZV_ENDPOINT": f"{address(host)}:{rdzv_port}",
-        "PET_RDZV_BACKEND": _given(elastic, "rdzvBackend") or "c10d",
+        "PET_RDZV_ENDPOINT": f"{address(host) if host else host}:{rdzv_port}",
+        "PET_RDZV_BACKEND": "c10d" if backend is None else str(backend),
         "PET_NNODES": f"{lo}:{hi}",
     }
     if _given(elastic, "maxRestarts") is not None:
@@ -141,7 +145,7 @@ def _elastic_env(
         env["PET_NPROC_PER_NODE"] = str(elastic["nProcPerNode"])
     if _given(elastic, "rdzvId") is not None:
         env["PET_RDZV_ID"] = str(elastic["rdzvId"])
-    if _given(elastic, "rdzvConf"):
+    if _given(elastic, "rdzvConf"):  # an empty list crashes the operator (webhook.py refuses it)
         env["PET_RDZV_CONF"] = ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])
     if _given(elastic, "standalone"):
         env["PET_STANDALONE"] = ""

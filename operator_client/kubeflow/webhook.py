@@ -103,6 +103,13 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
             errors.append("spec.elasticPolicy needs a Worker replica spec")
         if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
             errors.append("spec.elasticPolicy.nProcPerNode and spec.nprocPerNode are both set")
+        if elastic.get("rdzvConf") == []:
+            # Not the webhook's rule: the operator accepts it, then its reconcile loop
+            # panics trimming the joined, empty key=value list. Refused here instead.
+            errors.append(
+                "spec.elasticPolicy.rdzvConf is an empty list, which crashes the "
+                "training-operator's reconcile loop (v1.9.4); leave it out instead"
+            )
     if replicas is None:  # `{}` is accepted: the map is empty, not nil
         errors.append("spec.pytorchReplicaSpecs is required")
         return errors
