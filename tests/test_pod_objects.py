@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from operator_client.backends.local.sandbox.podspec import mounted_volumes
+from operator_client.kubeflow.manifest_files import ManifestFileError
 from operator_client.kubeflow.pod_env import PodEnvError, resolve_env
-from operator_client.kubeflow.pod_objects import ObjectFileError, PodObjects, load_objects
+from operator_client.kubeflow.pod_objects import PodObjects, load_objects
 from operator_client.kubeflow.workload import workload_of
 
 OBJECTS = PodObjects(
@@ -79,13 +80,13 @@ def test_object_files_decode_and_name_their_faults(tmp_path: Path) -> None:
     cm = tmp_path / "cm.yaml"
     cm.write_text("kind: ConfigMap\nmetadata: {name: c}\ndata: {x: '1'}\nbinaryData: {y: aGk=}\n")
     assert load_objects([], [cm]).configmaps == {"c": {"x": "1", "y": "hi"}}
-    with pytest.raises(ObjectFileError, match="kind 'Secret', where a ConfigMap was expected"):
+    with pytest.raises(ManifestFileError, match="kind 'Secret' is not a ConfigMap"):
         load_objects([], [good])
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Secret\nmetadata: {name: s}\ndata: {a: '%%%'}\n")
-    with pytest.raises(ObjectFileError, match=r"data\.a is not base64"):
+    with pytest.raises(ManifestFileError, match=r"data\.a is not base64"):
         load_objects([bad], [])
-    with pytest.raises(ObjectFileError, match="not a regular file"):
+    with pytest.raises(ManifestFileError, match="not a regular file"):
         load_objects([tmp_path], [])
 
 

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from operator_client.kubeflow import lifecycle as lc
-from operator_client.kubeflow.runtime_files import RuntimeFileError, load_runtimes
+from operator_client.kubeflow.manifest_files import ManifestFileError
+from operator_client.kubeflow.runtime_files import load_runtimes
 from operator_client.kubeflow.trainjob_pods import TORCH_PORT
 from operator_client.kubeflow.webhook import trainjob_errors
 from operator_client.kubeflow.workload import WorkloadError, workload_of
@@ -234,17 +235,17 @@ def test_strings_where_the_crd_wants_integers_are_clean_errors(
 
 def test_runtime_files_name_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text("kind: TrainJob\n")
-    with pytest.raises(RuntimeFileError, match="document 1: kind 'TrainJob' is not a"):
+    with pytest.raises(ManifestFileError, match="document 1: kind 'TrainJob' is not a"):
         load_runtimes([tmp_path / "job.yaml"])
-    with pytest.raises(RuntimeFileError, match="no such file"):
+    with pytest.raises(ManifestFileError, match="no such file"):
         load_runtimes([tmp_path / "nope.yaml"])
     os.mkfifo(tmp_path / "fifo.yaml")
-    with pytest.raises(RuntimeFileError, match="not a regular file"):
+    with pytest.raises(ManifestFileError, match="not a regular file"):
         load_runtimes([tmp_path / "fifo.yaml"])
     twice = shared(RUNTIMES)
     found = load_runtimes([twice])
     assert "deepspeed-distributed" in found and "jax-distributed" in found
-    with pytest.raises(RuntimeFileError, match="also defined in"):
+    with pytest.raises(ManifestFileError, match="also defined in"):
         load_runtimes([twice, RUNTIMES / "jax_distributed.yaml"])
 
 

@@ -304,11 +304,12 @@ def _runtimes(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]] | None:
     """The runtimes in `paths` by name (None for none); BadInput naming the file."""
     if not paths:
         return None
-    from ..kubeflow.runtime_files import RuntimeFileError, load_runtimes
+    from ..kubeflow.manifest_files import ManifestFileError
+    from ..kubeflow.runtime_files import load_runtimes
 
     try:
         return load_runtimes(paths)
-    except RuntimeFileError as exc:
+    except ManifestFileError as exc:
         raise BadInput(f"--runtime {exc}") from None
 
 
@@ -316,9 +317,10 @@ def _objects(secrets: Sequence[str | Path], configmaps: Sequence[str | Path]) ->
     """The Secrets and ConfigMaps in the files (None for none); BadInput naming the file."""
     if not secrets and not configmaps:
         return None
-    from ..kubeflow.pod_objects import ObjectFileError, load_objects
+    from ..kubeflow.manifest_files import ManifestFileError
+    from ..kubeflow.pod_objects import load_objects
 
     try:
         return load_objects(secrets, configmaps)
-    except ObjectFileError as exc:
+    except ManifestFileError as exc:
         raise BadInput(f"--secret/--configmap {exc}") from None

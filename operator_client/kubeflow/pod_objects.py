@@ -11,13 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-MAX_FILE = 4 << 20  # a Secret or ConfigMap holds at most 1 MiB; a file of them, a few
-
-
-class ObjectFileError(ValueError):
-    """A Secret or ConfigMap file that cannot be used; the message names file and fault."""
+from .manifest_files import ManifestFileError, documents
 
 
 @dataclass(frozen=True)
@@ -77,34 +71,17 @@ def references(templates: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
 
 def load_objects(secrets: Iterable[str | Path], configmaps: Iterable[str | Path]) -> PodObjects:
     """The Secrets in `secrets` and the ConfigMaps in `configmaps` (YAML files of one or
-    more documents). ObjectFileError for a file that is missing, not YAML, holds another
+    more documents). ManifestFileError for a file that is missing, not YAML, holds another
     kind, or a Secret whose `data` is not base64."""
     return PodObjects(_load(secrets, "Secret"), _load(configmaps, "ConfigMap"))
 
 
 def _load(paths: Iterable[str | Path], kind: str) -> dict[str, dict[str, str]]:
-    found: dict[str, dict[str, str]] = {}
-    for path in map(Path, paths):
-        if not path.is_file():  # missing, a directory, a FIFO
-            raise ObjectFileError(f"{path}: not a regular file")
-        with path.open("rb") as fh:
-            data = fh.read(MAX_FILE + 1)
-        if len(data) > MAX_FILE:
-            raise ObjectFileError(f"{path}: larger than {MAX_FILE >> 20} MiB")
-        try:
-            docs = [d for d in yaml.safe_load_all(data.decode("utf-8")) if d is not None]
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ObjectFileError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
-        for i, doc in enumerate(docs, 1):
-            at = f"{path}: document {i}"
-            if not isinstance(doc, dict) or doc.get("kind") != kind:
-                got = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
-                raise ObjectFileError(f"{at}: kind {got!r}, where a {kind} was expected")
-            name = (doc.get("metadata") or {}).get("name")
-            if not isinstance(name, str):
-                raise ObjectFileError(f"{at}: metadata.name is missing")
-            found[name] = _values(doc, kind, at)
-    return found
+    return {
+        doc["metadata"]["name"]: _values(doc, kind, at)
+        for path in map(Path, paths)
+        for at, doc in documents(path, (kind,))
+    }
 
 
 def _values(doc: Mapping[str, Any], kind: str, at: str) -> dict[str, str]:
@@ -118,6 +95,6 @@ def _values(doc: Mapping[str, Any], kind: str, at: str) -> dict[str, str]:
                 "utf-8", errors="replace"
             )
         except (binascii.Error, ValueError):
-            raise ObjectFileError(f"{at}: {encoded}.{key} is not base64") from None
+            raise ManifestFileError(f"{at}: {encoded}.{key} is not base64") from None
     out.update({str(k): str(v) for k, v in (doc.get(plain) or {}).items()})
     return out
