@@ -35,7 +35,7 @@ class Replica:
 
 # Rewrites a replica's environment (replica, env, rendezvous port): another operator's
 # variables in place of the training-operator's.
-EnvRewrite = Callable[[lifecycle.Replica, dict[str, str], int], dict[str, str]]
+EnvRewrite = Callable[[lifecycle.ReplicaState, dict[str, str], int], dict[str, str]]
 
 
 def start(

@@ -216,7 +216,8 @@ def test_chaos_kills_every_process_of_a_pod_and_cuts_its_network(tmp_path: Path)
             out.returncode == 1 and "(sch_netem), which this machine's kernel" in out.stderr
         ), out.stderr
         out = kctl("chaos", "esc", "slow", "worker-3", "--local", env=env, cwd=tmp_path)
-        assert out.returncode != 0 and "no replica 'esc-worker-3'" in out.stderr
+        assert out.returncode == 2, out.stderr
+        assert "no replica 'worker-3' in esc (replicas: master-0)" in out.stderr
     finally:
         kctl("delete", "esc", "--local", env=env, cwd=tmp_path)
 
