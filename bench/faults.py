@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from moto_process import moto_bucket  # noqa: E402
 
-from operator_client.backends.local import pod_processes  # noqa: E402
+from operator_client.backends.local import file_store, pod_processes  # noqa: E402
 from operator_client.collect.collect import collect  # noqa: E402
 from operator_client.runstore import checkpoints  # noqa: E402
 from operator_client.runstore.aggregate import AGGREGATE_MANIFEST  # noqa: E402
@@ -386,8 +386,12 @@ def store_full(work: Path, endpoint: str, name: str) -> Outcome:
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
     try:
+        # The store is marked kctl-train's, as its refusal of a foreign directory says.
+        (disk / file_store.MARKER).touch()
         filler = disk / "filler"
-        filler.write_bytes(b"\0" * ((2 << 20) - (40 << 10)))
+        # Room for the first checkpoint (its shards, metadata and parts, about 60 KiB of
+        # pages) and the run's records, not for the whole run.
+        filler.write_bytes(b"\0" * ((2 << 20) - (128 << 10)))
         run = Run(name, work, f"{{uri: '{disk.as_uri()}'}}", backoff=0)
         run.start()
         code = run.finish()
