@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..kubeflow.pod_objects import PodObjects
 from .base import Backend
+
+if TYPE_CHECKING:
+    from ..kubeflow.pod_objects import PodObjects
 
 BACKENDS = ("local", "kubernetes")
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import JobView
-from ..client.failure import FailureReport
-from ..render import to_json, to_yaml
 from . import console
+
+if TYPE_CHECKING:  # the parser imports this module for every command: only names here
+    from ..client import JobView
+    from ..client.failure import FailureReport
 
 
 def objects(body: Mapping[str, Any] | list[Mapping[str, Any]], fmt: str) -> None:
     """Objects on stdout as YAML or JSON (a list as a kubectl List)."""
+    from ..render import to_json, to_yaml
+
     if isinstance(body, list):
         body = {"apiVersion": "v1", "kind": "List", "items": list(body)}
     sys.stdout.write(to_json(body) if fmt == "json" else to_yaml(body))

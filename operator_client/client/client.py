@@ -25,6 +25,7 @@ from .jobs import load, trainjob_manifest, with_namespace
 
 if TYPE_CHECKING:
     from ..image import BuiltImage
+    from ..kubeflow.pod_objects import PodObjects
     from ..spec import SpecIssue
     from .jobs import JobInput
 
@@ -313,7 +314,7 @@ def _runtimes(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]] | None:
         raise BadInput(f"--runtime {exc}") from None
 
 
-def _objects(secrets: Sequence[str | Path], configmaps: Sequence[str | Path]) -> Any:
+def _objects(secrets: Sequence[str | Path], configmaps: Sequence[str | Path]) -> PodObjects | None:
     """The Secrets and ConfigMaps in the files (None for none); BadInput naming the file."""
     if not secrets and not configmaps:
         return None

@@ -184,11 +184,11 @@ def build(
     return tuple(groups), net
 
 
-def torch_env(job: str, group: Group, index: int, count: int) -> dict[str, str]:
+def torch_env(job: str, group: Group, index: int) -> dict[str, str]:
     """The torch plugin's variables for one pod of the trainer's Job (torch.go)."""
     assert group.torch_nproc is not None
     return {
-        "PET_NNODES": str(count),
+        "PET_NNODES": str(group.count),
         "PET_NPROC_PER_NODE": group.torch_nproc,
         "PET_NODE_RANK": str(index),
         # The subdomain is the TrainJob's name here, whatever the runtime's network says.

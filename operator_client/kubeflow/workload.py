@@ -131,7 +131,7 @@ class Workload:
         # are Indexed), with or without a torch policy.
         env = {"JOB_COMPLETION_INDEX": str(index)}
         if group.torch_nproc is not None:
-            env |= torch_env(self.name, group, index, group.count)
+            env |= torch_env(self.name, group, index)
             env["PET_MASTER_ADDR"] = address(env["PET_MASTER_ADDR"])
             if port is not None:
                 env["PET_MASTER_PORT"] = str(port)

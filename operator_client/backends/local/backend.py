@@ -353,7 +353,7 @@ class LocalBackend(Backend):
         """The job from its files; `manifest`, `runs_as` and `workload` when the caller has
         them (they never change for a job directory: watch and logs read them once)."""
         manifest = manifest or job.manifest()
-        workload = workload or job.workload()
+        workload = workload or job.workload(manifest)
         if runs_as is None:
             runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
         body = job.status()
@@ -407,7 +407,8 @@ class LocalBackend(Backend):
         self, namespace: str, name: str, *, heartbeat: float = 1.0
     ) -> Generator[Event, None, None]:
         job = self._existing(namespace, name)
-        manifest, workload = job.manifest(), job.workload()
+        manifest = job.manifest()
+        workload = job.workload(manifest)
         last = self._view(job, manifest, workload=workload)
         runs_as = last.runs_as
         yield JobChanged(last)
@@ -448,14 +449,15 @@ class LocalBackend(Backend):
         each restart is marked in it by the supervisor)."""
         job = self._existing(namespace, name)
         manifest = job.manifest()
-        chosen = pick(self._view(job, manifest).replicas, replica)
+        workload = job.workload(manifest)
+        chosen = pick(self._view(job, manifest, workload=workload).replicas, replica)
         if tail is not None:
             for r in chosen:
                 yield from (LogLine(r.tag, text) for text in tail_lines(job.log(r.name), tail))
             return
         follower = LogFollower({r.tag: job.log(r.name) for r in chosen})
         while True:
-            ended = not follow or self._view(job, manifest).ended
+            ended = not follow or self._view(job, manifest, workload=workload).ended
             yield from (LogLine(tag, text) for tag, text in follower.poll(final=ended))
             if ended:
                 return

@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,9 +219,10 @@ class JobDir:
         body: dict[str, Any] = read_json(self.manifest_file)
         return body
 
-    def workload(self) -> Workload:
-        """The job's pods, built from its manifest (and its TrainJob's runtime)."""
-        manifest = self.manifest()
+    def workload(self, manifest: Mapping[str, Any] | None = None) -> Workload:
+        """The job's pods, built from its manifest (`manifest`: read already) and its
+        TrainJob's runtime."""
+        manifest = self.manifest() if manifest is None else manifest
         try:
             runtime = read_json(self.runtime_file)
         except FileNotFoundError:

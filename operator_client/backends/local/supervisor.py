@@ -63,7 +63,7 @@ class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
         self.manifest = job.manifest()
-        self.workload = job.workload()
+        self.workload = job.workload(self.manifest)
         self.policy = lc.Policy.of(self.workload)
         self.replicas = {r.name: r for r in lc.replicas_of(self.workload)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
