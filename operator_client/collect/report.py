@@ -85,26 +85,28 @@ def _gpu_series(
     directory: Path,
 ) -> tuple[dict[str, tuple[list[float], list[float]]], list[float]]:
     """Every node's GPU utilisation over every attempt, on one time axis (seconds since
-    the first sample), and when each later attempt's samples began (its restart)."""
-    files: list[tuple[int, int, list[dict[str, str]]]] = []
+    the first sample), and when each later attempt's samples began (its restart). The
+    files come from the pods: a row that is not numbers is passed over."""
+    samples: list[tuple[int, int, float, str, float]] = []  # node, attempt, time, gpu, util
     for path in sorted((directory / monitor.PREFIX).glob("node-*.csv")):
         found = monitor.parse_node_file(path.name)
-        if found is not None:
-            with path.open(newline="") as fh:
-                files.append((*found, list(csv.DictReader(fh))))
-    times = [float(r["time"]) for _, _, rows in files for r in rows]
-    if not times:
+        if found is None:
+            continue
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                at, util = _float(row.get("time")), _float(row.get("utilization_pct"))
+                if at is not None and util is not None:
+                    samples.append((*found, at, str(row.get("gpu")), util))
+    if not samples:
         return {}, []
-    start = min(times)
+    start = min(s[2] for s in samples)
     out: dict[str, tuple[list[float], list[float]]] = {}
     begun: dict[int, float] = {}
-    for node, attempt, rows in sorted(files, key=lambda f: (f[0], f[1])):
-        for row in sorted(rows, key=lambda r: float(r["time"])):
-            at = float(row["time"]) - start
-            series = out.setdefault(f"node {node} gpu {row['gpu']}", ([], []))
-            series[0].append(at)
-            series[1].append(float(row["utilization_pct"]))
-            begun[attempt] = min(begun.get(attempt, at), at)
+    for node, attempt, at, gpu, util in sorted(samples):
+        series = out.setdefault(f"node {node} gpu {gpu}", ([], []))
+        series[0].append(at - start)
+        series[1].append(util)
+        begun[attempt] = min(begun.get(attempt, at - start), at - start)
     restarts = sorted(at for attempt, at in begun.items() if attempt != min(begun))
     return out, restarts
 
