@@ -48,6 +48,11 @@ class NoStorage(KctlTrainError):
     """The job keeps no objects to collect (rendered without storage)."""
 
 
+class NothingStored(NoStorage):
+    """The job's store holds nothing for it (a `command:` job that writes no
+    checkpoints, or a job that never started)."""
+
+
 class PreflightFailed(KctlTrainError):
     """Checks before a submit found errors; `findings` has each (warnings too)."""
 

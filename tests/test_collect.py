@@ -16,6 +16,7 @@ import pytest
 
 from operator_client.collect.collect import CollectError, collect
 from operator_client.collect.report import build, text, write
+from operator_client.errors import NothingStored
 from operator_client.runstore import checkpoints
 from operator_client.runstore.aggregate import aggregate_all
 from operator_client.storage import ObjectStore, StoreError, open_store
@@ -189,7 +190,7 @@ def test_report_has_curves_final_metrics_and_the_best_checkpoint(
 
 
 def test_an_empty_store_says_so(tmp_path: Path) -> None:
-    with pytest.raises(CollectError, match="nothing is stored at"):
+    with pytest.raises(NothingStored, match="nothing is stored at"):
         collect(FileStore(tmp_path / "empty"), tmp_path / "out")
 
 

@@ -59,9 +59,11 @@ def test_env_from_secrets_and_configmaps(container: dict[str, Any], expected: An
     ("container", "error"),
     [
         ({"env": [ref("configMapKeyRef", "gone", "k")]},
-         "ConfigMap 'gone' is not here: give it with --configmap FILE"),
-        ({"env": [ref("secretKeyRef", "creds", "nope")]}, "Secret 'creds' has no key 'nope'"),
-        ({"envFrom": [{"secretRef": {"name": "gone"}}]}, "Secret 'gone' is not here"),
+         "CreateContainerConfigError: configmap 'gone' not found \\(give it with --configmap FILE"),
+        ({"env": [ref("secretKeyRef", "creds", "nope")]},
+         "CreateContainerConfigError: couldn't find key 'nope' in Secret 'creds'"),
+        ({"envFrom": [{"secretRef": {"name": "gone"}}]},
+         "CreateContainerConfigError: secret 'gone' not found"),
         ({"env": [{"name": "V", "valueFrom": {"resourceFieldRef": {}}}]}, "unsupported valueFrom"),
     ],
 )  # fmt: skip
@@ -107,28 +109,30 @@ def pod(volumes: list[Any], mounts: list[Any], security: dict[str, Any] | None =
         ({"name": "v", "persistentVolumeClaim": {"claimName": "c"}}, {},
          "is a persistentVolumeClaim"),
         ({"name": "v", "configMap": {"name": "gone"}}, {}, "configMap 'gone' is not here"),
-        ({"name": "v", "hostPath": {"path": "/"}}, {}, "running as root with a writable hostPath"),
+        ({"name": "v", "hostPath": {"path": "/"}}, {}, "is a hostPath"),
+        ({"name": "../../victim", "emptyDir": {}}, {},
+         "volume name '../../victim' is not a valid name"),
+        ({"name": "v", "secret": {"secretName": "creds", "items": [{"key": "token",
+                                                                     "path": "../x"}]}},
+         {}, "item path '../x' leaves it"),
     ],
 )  # fmt: skip
 def test_volumes_a_local_run_refuses(volume: Any, mount: Any, error: str) -> None:
-    workload = pod([volume], [{"name": "v", "mountPath": "/m", **mount}], {"runAsUser": 0})
+    workload = pod([volume], [{"name": volume["name"], "mountPath": "/m", **mount}])
     with pytest.raises(ValueError, match=error):
         mounted_volumes(workload, "Master", OBJECTS)
 
 
 def test_volumes_a_local_run_mounts() -> None:
     workload = pod(
-        [{"name": "h", "hostPath": {"path": "/srv"}},
-         {"name": "s", "secret": {"secretName": "creds", "defaultMode": 0o400,
+        [{"name": "s", "secret": {"secretName": "creds", "defaultMode": 0o400,
                                   "items": [{"key": "token", "path": "t/tok"}]}},
          {"name": "e", "emptyDir": {}}],
-        [{"name": "h", "mountPath": "/data", "readOnly": True},
-         {"name": "s", "mountPath": "/secrets"},
+        [{"name": "s", "mountPath": "/secrets"},
          {"name": "e", "mountPath": "/scratch"}],
         {"runAsUser": 0},
     )  # fmt: skip
-    host, given = mounted_volumes(workload, "Master", OBJECTS)
-    assert [(v.source, v.target, v.read_only) for v in host] == [("/srv", "/data", True)]
+    given = mounted_volumes(workload, "Master", OBJECTS)
     assert [(v.target, v.files, v.mode) for v in given] == [("/secrets", {"t/tok": "t0k"}, 0o400)]
 
 
@@ -137,11 +141,12 @@ def test_processes_refuse_volumes_they_cannot_show(tmp_path: Path) -> None:
     from operator_client.backends.local import LocalBackend
 
     workload = pod(
-        [{"name": "h", "hostPath": {"path": "/srv"}}],
+        [{"name": "h", "secret": {"secretName": "creds"}}],
         [{"name": "h", "mountPath": "/data", "readOnly": True}],
     )
     container = workload.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     container["containers"][0]["command"] = ["python3"]
-    findings = LocalBackend(tmp_path, pods="process").check(workload.manifest)
+    backend = LocalBackend(tmp_path, pods="process", objects=OBJECTS)
+    findings = backend.check(workload.manifest)
     errors = [f.message for f in findings if f.level == "error"]
     assert any("volumes at /data need pod sandboxes" in e for e in errors), findings

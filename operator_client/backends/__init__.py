@@ -23,12 +23,14 @@ def backend_for(
     home: Path | None = None,
     runtimes: Mapping[str, Mapping[str, Any]] | None = None,
     objects: PodObjects | None = None,
+    pod_security: str | None = None,
 ) -> Backend:
     """The backend called `name`: "local" (processes on this machine, state under `home`,
     TrainJobs against `runtimes` beside the built-in one, pods reading `objects`; with a
     kubeconfig or context, what neither gives is read from that cluster) or "kubernetes"
     (the cluster of the kubeconfig and context, connected on first use; it has its own
-    runtimes, Secrets and ConfigMaps). Each is imported only when chosen."""
+    runtimes, Secrets and ConfigMaps). `pod_security`: the level local pods are admitted
+    at (baseline or restricted). Each is imported only when chosen."""
     if name == "local":
         from .local import LocalBackend
 
@@ -37,11 +39,16 @@ def backend_for(
             from .kubernetes import KubernetesBackend
 
             lookup = KubernetesBackend(kubeconfig, context).lookup
-        return LocalBackend(home, runtimes=runtimes, objects=objects, lookup=lookup)
-    if runtimes or objects:
+        return LocalBackend(
+            home, runtimes=runtimes, objects=objects, lookup=lookup, pod_security=pod_security
+        )
+    if runtimes or objects or pod_security:
         from ..errors import BadInput
 
-        raise BadInput("--runtime, --secret and --configmap are for --local: a cluster has its own")
+        raise BadInput(
+            "--runtime, --secret, --configmap and --pod-security are for --local: a cluster "
+            "has its own (and its namespace's pod-security.kubernetes.io/enforce label)"
+        )
     if name == "kubernetes":
         from .kubernetes import KubernetesBackend
 

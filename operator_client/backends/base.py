@@ -10,9 +10,11 @@ tests/test_backend_conformance.py holds every backend to these docstrings.
 from __future__ import annotations
 
 import abc
+import posixpath
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote, urlsplit
 
 from ..contract import (
     ENDPOINT_ANNOTATION,
@@ -93,12 +95,48 @@ class StorageLocation:
 
     @classmethod
     def of(cls, manifest: Mapping[str, Any]) -> StorageLocation | None:
-        """From a rendered job's annotations (None: rendered without storage)."""
+        """From a rendered job's annotations (None: rendered without storage, or
+        annotations that `problem` refuses: nothing follows them)."""
         annotations = manifest.get("metadata", {}).get("annotations") or {}
+        root = annotations.get(RUN_ROOT_ANNOTATION)
+        if not root or cls.problem(manifest):
+            return None
+        return cls(root, annotations.get(ENDPOINT_ANNOTATION), annotations.get(REGION_ANNOTATION))
+
+    @staticmethod
+    def problem(manifest: Mapping[str, Any]) -> str | None:
+        """Why the job's storage annotations cannot be followed (None: they can). A run
+        root is only ever `<store>/<namespace>/<name>/` of this job's own names, in its
+        normal form, so an annotation written by hand never aliases another run's root."""
+        meta = manifest.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
         root = annotations.get(RUN_ROOT_ANNOTATION)
         if not root:
             return None
-        return cls(root, annotations.get(ENDPOINT_ANNOTATION), annotations.get(REGION_ANNOTATION))
+        namespace, name = meta.get("namespace", "default"), meta.get("name", "")
+        parts = urlsplit(str(root))
+        suffix = f"/{namespace}/{name}/"
+        path = unquote(parts.path)
+        normal = posixpath.normpath(path) + "/" == path and "%" not in parts.path
+        if (
+            parts.scheme not in ("s3", "file")
+            or parts.query
+            or parts.fragment
+            or not normal
+            or not path.endswith(suffix)
+        ):
+            return (
+                f"annotation {RUN_ROOT_ANNOTATION}={root!r} is not <store>{suffix} in normal "
+                "form: a job's run root is derived from its own namespace and name (render "
+                "the job with kctl-train, or remove the annotation)"
+            )
+        endpoint = annotations.get(ENDPOINT_ANNOTATION)
+        if endpoint and (urlsplit(str(endpoint)).query or "@" in str(endpoint)):
+            return (
+                f"annotation {ENDPOINT_ANNOTATION}={endpoint!r}: an endpoint is scheme://host:port "
+                "with no credentials or query"
+            )
+        return None
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,12 @@ def runtime(cmd: argparse.ArgumentParser) -> None:
             help=f"with --local: a {kind} manifest (kubectl get {kind} NAME -o yaml) the pods "
             "read in env and volumes; repeatable",
         )
+    cmd.add_argument(
+        "--pod-security",
+        choices=("baseline", "restricted"),
+        help="with --local: admit every pod as a namespace enforcing this Pod Security level "
+        "would (default: $KCTL_TRAIN_POD_SECURITY, else baseline)",
+    )
 
 
 def where(cmd: argparse.ArgumentParser) -> None:

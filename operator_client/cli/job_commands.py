@@ -18,6 +18,7 @@ from ..errors import (
     EXIT_OK,
     BadInput,
     KctlTrainError,
+    NoStorage,
     PreflightFailed,
     WaitTimeout,
 )
@@ -44,6 +45,7 @@ def client_for(args: argparse.Namespace) -> Client:
         runtimes=getattr(args, "runtime", None) or (),
         secrets=getattr(args, "secret", None) or (),
         configmaps=getattr(args, "configmap", None) or (),
+        pod_security=getattr(args, "pod_security", None),
     )
 
 
@@ -171,14 +173,18 @@ def _follow_and_collect(
         return EXIT_INTERRUPTED if report.stopped else EXIT_FAILED
     if collect_to is None:
         return EXIT_OK
-    return _collected(
-        lambda display: handle.collect(
-            collect_to,
-            endpoint=args.collect_endpoint,
-            progress=display,
-        ),
-        handle.name,
-    )
+    try:
+        return _collected(
+            lambda display: handle.collect(
+                collect_to,
+                endpoint=args.collect_endpoint,
+                progress=display,
+            ),
+            handle.name,
+        )
+    except NoStorage as exc:  # it succeeded: a job that stores nothing has nothing to collect
+        console.info(f"nothing to collect: {exc}")
+        return EXIT_OK
 
 
 class _Display:
@@ -330,7 +336,11 @@ def doctor(args: argparse.Namespace) -> int:
         manifest = trainjob_manifest(job) or client.render(job, operator=args.operator)
         name = f"{manifest['kind'].lower()}/{manifest['metadata']['name']}"
         print(f"{name}: the {client.info.name} backend is ready for it")
-    return EXIT_FAILED if any(f.level == "error" for f in findings) else EXIT_OK
+    errors = [f for f in findings if f.level == "error"]
+    if not errors:
+        return EXIT_OK
+    # As apply exits: 2 when the job (or a flag) is what must change, else 1.
+    return PreflightFailed(str(args.file), findings).exit_code
 
 
 def chaos(args: argparse.Namespace) -> int:

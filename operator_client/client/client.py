@@ -37,7 +37,9 @@ class Client:
     `progress` gets a line whenever a call waits on something (a job still terminating
     before an apply, a delete waiting for pods). `runtimes`: files or directories of
     Trainer v2 runtimes a TrainJob may name on the local backend (Kubeflow's own too);
-    `secrets`, `configmaps`: files of the Secrets and ConfigMaps its pods read there."""
+    `secrets`, `configmaps`: files of the Secrets and ConfigMaps its pods read there;
+    `pod_security`: the Pod Security level its pods are admitted at there (baseline,
+    the default, or restricted)."""
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class Client:
         runtimes: Sequence[str | Path] = (),
         secrets: Sequence[str | Path] = (),
         configmaps: Sequence[str | Path] = (),
+        pod_security: str | None = None,
     ) -> None:
         self._backend: Backend = (
             backend
@@ -62,6 +65,7 @@ class Client:
                 home=Path(home) if home is not None else None,
                 runtimes=_runtimes(runtimes),
                 objects=_objects(secrets, configmaps),
+                pod_security=pod_security,
             )
         )
         self.namespace = namespace

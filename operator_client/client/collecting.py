@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..collect.collect import CollectError
 from ..errors import BadInput
 from ..runstore.checkpoints import DCP, MODEL_FILE
 from ..storage import ObjectStore
@@ -70,12 +71,15 @@ def _consolidate(dest: Path, summary: Mapping[str, Any]) -> None:
     if not sharded:
         return
     try:
-        from ..runtime.checkpoint_format import consolidate
+        from ..runtime.checkpoint_format import UnsafeCheckpoint, consolidate
     except ImportError:
         raise BadInput(
             "--consolidate reads the checkpoint with torch, which is not installed here: "
             "pip install 'kctl-train[runtime]'"
         ) from None
     for entry in sharded:
-        target = consolidate(dest / entry["path"], dest / entry["path"] / MODEL_FILE)
+        try:
+            target = consolidate(dest / entry["path"], dest / entry["path"] / MODEL_FILE)
+        except UnsafeCheckpoint as exc:
+            raise CollectError(f"--consolidate: {dest / entry['path']}: {exc}") from None
         entry["consolidated"] = str(target.relative_to(dest))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import KctlTrainError
+from ..errors import KctlTrainError, NothingStored
 from ..runstore import checkpoint_log, checkpoints, monitor, runinfo
 from ..runstore.aggregate import (
     AGGREGATE,
@@ -326,7 +326,7 @@ def collect(
     started = time.time()
     listing = {o.key: o for o in store.list()}
     if not listing:
-        raise CollectError(
+        raise NothingStored(
             f"nothing is stored at {store.url}: has the job started, and is the storage right?"
         )
     # Refuse unsafe keys before the first byte is written: every key in the run root,

@@ -22,7 +22,11 @@ class PodEnvError(Exception):
 
 
 def _missing(kind: str, name: str) -> str:
-    return f"{kind} {name!r} is not here: give it with --{kind.lower()} FILE"
+    """The kubelet's words for a missing object (CreateContainerConfigError)."""
+    return (
+        f"CreateContainerConfigError: {kind.lower()} {name!r} not found (give it with "
+        f"--{kind.lower()} FILE, or mark the reference optional: true)"
+    )
 
 
 def resolve_env(
@@ -74,6 +78,9 @@ def resolve_env(
                 continue
             if values is None:
                 raise PodEnvError(f"{name}: {_missing(kind, key_ref.get('name', ''))}")
-            raise PodEnvError(f"{name}: {kind} {key_ref['name']!r} has no key {key_ref['key']!r}")
+            raise PodEnvError(
+                f"{name}: CreateContainerConfigError: couldn't find key {key_ref['key']!r} "
+                f"in {kind} {key_ref['name']!r}"
+            )
         out[name] = values[key_ref["key"]]
     return out

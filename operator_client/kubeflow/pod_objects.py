@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..spec.k8s_names import config_key_problem, subdomain_problem
 from .manifest_files import ManifestFileError, documents
 
 
@@ -77,17 +78,28 @@ def load_objects(secrets: Iterable[str | Path], configmaps: Iterable[str | Path]
 
 
 def _load(paths: Iterable[str | Path], kind: str) -> dict[str, dict[str, str]]:
-    return {
-        doc["metadata"]["name"]: _values(doc, kind, at)
-        for path in map(Path, paths)
-        for at, doc in documents(path, (kind,))
-    }
+    found = {}
+    for path in map(Path, paths):
+        for at, doc in documents(path, (kind,)):
+            name = (doc.get("metadata") or {}).get("name")
+            problem = subdomain_problem(name, f"{kind} name")
+            if problem:
+                raise ManifestFileError(f"{at}: {problem}")
+            found[str(name)] = _values(doc, kind, at)
+    return found
 
 
 def _values(doc: Mapping[str, Any], kind: str, at: str) -> dict[str, str]:
     """Each key's text: a Secret's `data` is base64 (`stringData` wins, as the API server
     merges it); a ConfigMap's `data` is text, its `binaryData` base64."""
     encoded, plain = ("data", "stringData") if kind == "Secret" else ("binaryData", "data")
+    for part in (encoded, plain):
+        if not isinstance(doc.get(part) or {}, Mapping):
+            raise ManifestFileError(f"{at}: {part} is not a mapping of keys to values")
+        for key in doc.get(part) or {}:
+            problem = config_key_problem(key, f"{part} key")
+            if problem:
+                raise ManifestFileError(f"{at}: {problem}")
     out: dict[str, str] = {}
     for key, value in (doc.get(encoded) or {}).items():
         try:

@@ -11,6 +11,11 @@ writes the skeleton; each rank writes its own RNG states. Reading needs no proce
 any rank reads every share, whatever the world size that wrote them.
 
 A checkpoint directory written before (one `model.ckpt`) is read as it always was.
+
+Every byte of a checkpoint was written by a pod, so reading one never runs what it holds
+(docs/LOCAL_PODS.md): DCP's `.metadata` is unpickled with only DCP's own types allowed,
+the skeleton and the RNG states with torch's weights-only unpickler (plain containers,
+numbers, strings, tensors, and the few types safe_types() names).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import random
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PosixPath
 from typing import Any
 
 import torch
@@ -91,6 +96,83 @@ def assign(sizes: Mapping[str, int], writers: int) -> dict[str, int]:
     return plan
 
 
+class UnsafeCheckpoint(ValueError):
+    """A checkpoint asks to run code (or to build a type a checkpoint never holds) when
+    read: it was not written by kctl-train, and nothing of it is loaded."""
+
+
+_DCP_METADATA = "torch.distributed.checkpoint.metadata"
+
+
+def _dcp_global(module: str, name: str) -> Any:
+    """The one global a DCP `.metadata` may name (what torch's FileSystemWriter pickles:
+    its metadata dataclasses and enum, the storage info, torch.Size, dtypes and layouts,
+    a path), else UnsafeCheckpoint."""
+    import torch.distributed.checkpoint.filesystem as dcp_fs
+    import torch.distributed.checkpoint.metadata as dcp_metadata
+
+    if module == _DCP_METADATA:
+        found = getattr(dcp_metadata, name, None)
+        if isinstance(found, type) and found.__module__ == _DCP_METADATA:
+            return found
+    allowed = {
+        ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): dcp_fs._StorageInfo,
+        ("torch", "Size"): torch.Size,
+        ("torch.serialization", "_get_layout"): torch.serialization._get_layout,
+        ("pathlib", "PosixPath"): PosixPath,
+    }
+    if (module, name) in allowed:
+        return allowed[(module, name)]
+    if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+        return getattr(torch, name)
+    raise UnsafeCheckpoint(f"its .metadata names {module}.{name}, which DCP never writes")
+
+
+class _DcpUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return _dcp_global(module, name)
+
+
+def _reader(path: Path) -> Any:
+    """DCP's file reader, reading `.metadata` with the restricted unpickler."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+    class SafeReader(dcp.FileSystemReader):  # type: ignore[misc]
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+            with open(path / METADATA, "rb") as handle:
+                metadata = _DcpUnpickler(handle).load()
+            if not isinstance(metadata, Metadata):
+                raise UnsafeCheckpoint(f"{path / METADATA} holds no DCP metadata")
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return SafeReader(str(path))
+
+
+def safe_types() -> list[Any]:
+    """The types beside plain data a Lightning checkpoint dict may hold: kctl-train's own
+    tensor references and Lightning's hyperparameter dict."""
+    from lightning.fabric.utilities.data import AttributeDict
+
+    return [TensorRef, AttributeDict, PosixPath]
+
+
+def safe_load(source: Any) -> Any:
+    """torch.load with the weights-only unpickler and safe_types(); UnsafeCheckpoint for
+    anything else (a pickle that would run code)."""
+    try:
+        with torch.serialization.safe_globals(safe_types()):
+            return torch.load(source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UnsafeCheckpoint(
+            f"refused to load it: {str(exc).splitlines()[0]} (a checkpoint kctl-train writes "
+            "holds plain data, tensors and Lightning's hyperparameters only)"
+        ) from None
+
+
 def skeleton_bytes(skeleton: Any) -> io.BytesIO:
     buffer = io.BytesIO()
     torch.save(skeleton, buffer)
@@ -99,17 +181,21 @@ def skeleton_bytes(skeleton: Any) -> io.BytesIO:
 
 
 def rng_states() -> io.BytesIO:
-    """This process's RNG states (Python, torch CPU and CUDA, NumPy when installed)."""
+    """This process's RNG states (Python, torch CPU and CUDA, NumPy when installed), as
+    plain data and tensors only, so reading them back needs no code from the file."""
     states: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     try:
         import numpy
 
-        states["numpy"] = numpy.random.get_state()
+        name, keys, position, has_gauss, gauss = numpy.random.get_state()
+        states["numpy"] = (name, [int(k) for k in keys], position, has_gauss, gauss)
     except ImportError:
         pass
-    return io.BytesIO(pickle.dumps(states))
+    buffer = io.BytesIO()
+    torch.save(states, buffer)
+    return buffer
 
 
 def restore_rng(states: Mapping[str, Any]) -> None:
@@ -120,7 +206,10 @@ def restore_rng(states: Mapping[str, Any]) -> None:
     if "numpy" in states:
         import numpy
 
-        numpy.random.set_state(states["numpy"])
+        name, keys, position, has_gauss, gauss = states["numpy"]
+        numpy.random.set_state(
+            (name, numpy.array(keys, dtype=numpy.uint32), position, has_gauss, gauss)
+        )
 
 
 def rng_item(rank: int) -> str:
@@ -129,14 +218,15 @@ def rng_item(rank: int) -> str:
 
 def load(path: Path) -> dict[str, Any]:
     """The Lightning checkpoint dict at `path`: a DCP directory (with `.metadata`), or a
-    file `torch.save` wrote. Tensors are on the CPU."""
+    file `torch.save` wrote. Tensors are on the CPU. UnsafeCheckpoint for one that would
+    run code when read."""
     if not (path / METADATA).is_file():
-        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        loaded: dict[str, Any] = safe_load(path)
         return loaded
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    reader = dcp.FileSystemReader(str(path))
+    reader = _reader(path)
     target: dict[str, Any] = {}
     for name, meta in reader.read_metadata().state_dict_metadata.items():
         if isinstance(meta, TensorStorageMetadata):
@@ -148,11 +238,9 @@ def load(path: Path) -> dict[str, Any]:
         dcp.load(target, storage_reader=reader, no_dist=True)
     tensors = {k: v for k, v in target.items() if isinstance(v, torch.Tensor)}
     target[SKELETON].seek(0)
-    checkpoint: dict[str, Any] = rebuild(
-        torch.load(target[SKELETON], map_location="cpu", weights_only=False), tensors
-    )
+    checkpoint: dict[str, Any] = rebuild(safe_load(target[SKELETON]), tensors)
     checkpoint[RNG_KEY] = {
-        int(name.rsplit("-", 1)[1]): pickle.loads(item.getvalue())
+        int(name.rsplit("-", 1)[1]): safe_load(io.BytesIO(item.getvalue()))
         for name, item in target.items()
         if name.startswith(RNG_PREFIX)
     }

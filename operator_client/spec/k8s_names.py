@@ -45,3 +45,55 @@ def label_value_problem(value: str) -> str | None:
 def annotations_size(annotations: dict[str, str]) -> int:
     """Bytes the API server counts against ANNOTATIONS_MAX."""
     return sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+
+
+# Object names as the API server validates them (apimachinery validation.IsDNS1123Label,
+# IsDNS1123Subdomain, IsConfigMapKey). These are also what keeps a name that reaches a path
+# on this machine (a local job's directory, a volume's, a Secret's file) a single
+# component: no '/', no '..', never empty.
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+LABEL_MAX = 63
+SUBDOMAIN_MAX = 253
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}...' ({len(str(value))} characters)"
+
+
+def label_problem(value: object, what: str) -> str | None:
+    """Why `value` is not a DNS-1123 label (a namespace, a volume's name), or None."""
+    if isinstance(value, str) and len(value) <= LABEL_MAX and _LABEL.fullmatch(value):
+        return None
+    return (
+        f"{what} {_shown(value)} is not a valid name: at most {LABEL_MAX} lowercase letters, "
+        "digits and '-', starting and ending with a letter or digit (DNS-1123 label)"
+    )
+
+
+def subdomain_problem(value: object, what: str) -> str | None:
+    """Why `value` is not a DNS-1123 subdomain (an object's name), or None."""
+    if isinstance(value, str) and len(value) <= SUBDOMAIN_MAX and _SUBDOMAIN.fullmatch(value):
+        return None
+    return (
+        f"{what} {_shown(value)} is not a valid name: at most {SUBDOMAIN_MAX} lowercase "
+        "letters, digits, '-' and '.', each dot-separated part starting and ending with a "
+        "letter or digit (DNS-1123 subdomain)"
+    )
+
+
+def config_key_problem(value: object, what: str) -> str | None:
+    """Why `value` is not a Secret or ConfigMap key (letters, digits, '-', '_', '.'; not
+    '.' or '..'), or None."""
+    if (
+        isinstance(value, str)
+        and len(value) <= SUBDOMAIN_MAX
+        and _CONFIG_KEY.fullmatch(value)
+        and value not in (".", "..")
+    ):
+        return None
+    return (
+        f"{what} {_shown(value)} is not a valid key: at most {SUBDOMAIN_MAX} letters, "
+        "digits, '-', '_' and '.', and not '.' or '..'"
+    )

@@ -31,7 +31,7 @@ from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore.checkpoints import newest_verified
 from ...runstore.location import home, store_for
-from ...storage import StoreError
+from ...storage import StoreError, open_store
 from ..base import (
     Backend,
     Event,
@@ -51,11 +51,13 @@ from ..base import (
     replica_count,
 )
 from . import chaos, file_store, pod_processes
+from .admission import admission_findings, level_of
 from .jobdir import JobDir, LocalReplica, write_json
 from .launch import load_mode, save_mode
 from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
+from .sandbox.podspec import DEFAULT_UID
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .supervisor import restart_delays
 
@@ -86,13 +88,16 @@ class LocalBackend(Backend):
         runtimes: Mapping[str, Mapping[str, Any]] | None = None,
         objects: PodObjects | None = None,
         lookup: Lookup | None = None,
+        pod_security: str | None = None,
     ) -> None:
         """`pods`: auto (pod sandboxes where this machine can run them, else processes),
         sandbox or process; default $KCTL_TRAIN_LOCAL_PODS, else auto. `image`: run the
         replicas from an image's root filesystem (sandboxes only). `runtimes`: Trainer v2
         runtimes a TrainJob may name, by name, beside kctl-train's built-in one. `objects`:
         the Secrets and ConfigMaps the pods read (env and volumes). `lookup`: where a
-        runtime, Secret or ConfigMap given neither way is read from (a cluster's)."""
+        runtime, Secret or ConfigMap given neither way is read from (a cluster's).
+        `pod_security`: the Pod Security level every pod is admitted at, baseline or
+        restricted (default $KCTL_TRAIN_POD_SECURITY, else baseline; admission.py)."""
         self.root = root or home()
         self.runtimes = dict(runtimes or {})
         self.objects = objects or PodObjects()
@@ -101,6 +106,7 @@ class LocalBackend(Backend):
         if self.pods not in MODES:
             raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
         self.image = image
+        self.pod_security = level_of(pod_security)
 
     def use_image(self, root: ImageRoot) -> None:
         """12. The replicas run from `root` (in pod sandboxes, the only way to give each
@@ -166,6 +172,7 @@ class LocalBackend(Backend):
                 )
             ]
         findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
+        findings += admission_findings(workload, self.pod_security, DEFAULT_UID)
         if workload.trainjob:
             ref = manifest["spec"]["runtimeRef"]["name"]
             given = "given with --runtime" if ref in self.runtimes else "built in"
@@ -181,7 +188,11 @@ class LocalBackend(Backend):
             restart_delays(env)
         except ValueError as exc:
             findings.append(Finding("error", str(exc), bad_input=True))
+        unfollowed = StorageLocation.problem(manifest)
+        if unfollowed:
+            findings.append(Finding("error", unfollowed, bad_input=True))
         location = StorageLocation.of(manifest)
+        findings += _endpoint_findings(location)
         stores = file_store.roots(location.root) if location else None
         refused = file_store.store_problem(stores[0]) if stores else None
         if refused:
@@ -550,11 +561,11 @@ def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -
     findings = []
     for group in workload.groups:
         try:
-            host, given = mounted_volumes(workload, group.type, objects)
+            given = mounted_volumes(workload, group.type, objects)
         except ValueError as exc:
             findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
             continue
-        targets = [v.target for v in host] + [v.target for v in given]
+        targets = [v.target for v in given]
         if targets and not sandboxed:
             findings.append(
                 Finding(
@@ -566,6 +577,27 @@ def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -
                 )
             )
     return findings
+
+
+def _endpoint_findings(location: StorageLocation | None) -> list[Finding]:
+    """An S3 endpoint on this machine's loopback is relayed into the pods only when it
+    answers as the job's store: the relay never opens a path to any other local port."""
+    from .sandbox.relay import loopback_port
+
+    if location is None or loopback_port(location.endpoint) is None:
+        return []
+    try:
+        open_store(location.root, endpoint=location.endpoint, region=location.region).probe()
+    except (StoreError, BadInput) as exc:
+        return [
+            Finding(
+                "error",
+                f"storage endpoint {location.endpoint}: it does not answer as the job's store "
+                f"({exc}); a local run relays pods only to a store that does",
+                bad_input=True,
+            )
+        ]
+    return []
 
 
 def _process_problem(workload: Workload) -> str | None:

@@ -65,6 +65,12 @@ def store_problem(root: Path) -> str | None:
     link = _link_on_the_way(root)
     if link is not None:
         return f"{link} on the way to {text} is a symbolic link; name the real directory"
+    outer = next((p for p in root.parents if (p / MARKER).is_file()), None)
+    if outer is not None:
+        return (
+            f"{text} lies inside the store {outer}, where other jobs' runs are; name {outer} "
+            "itself (each job gets its own directory there)"
+        )
     if not root.exists() or _owned(root):
         return None
     if not root.is_dir():

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import BadInput
 from ...kubeflow.pod_objects import PodObjects
 from ...kubeflow.workload import Workload, workload_of
 from ...runstore.documents import Document
 from ...runstore.location import home
+from ...spec.k8s_names import label_problem, subdomain_problem
 from ...untrusted import read_json
 
 
@@ -154,6 +156,11 @@ class JobDir:
 
     @classmethod
     def of(cls, namespace: str, name: str, root: Path | None = None) -> JobDir:
+        """The directory of job `namespace/name`. BadInput for a name the API server would
+        refuse: only a valid name is one component of a path under the root."""
+        problem = label_problem(namespace, "namespace") or subdomain_problem(name, "job name")
+        if problem:
+            raise BadInput(problem)
         return cls((root or home()) / "local" / namespace / name)
 
     @property

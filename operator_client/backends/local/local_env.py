@@ -48,24 +48,37 @@ def loopback_for(workload: Workload) -> Callable[[str], str]:
     return address
 
 
+# The only Secret keys a local run may take from the caller's environment: the store's
+# credentials, standing in for the pod's cloud identity (docs/LOCAL_PODS.md). A job file
+# never picks any other variable of the caller's.
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
 def pod_objects(
     container: Mapping[str, Any], env: Mapping[str, str], given: PodObjects
 ) -> PodObjects:
     """The Secrets and ConfigMaps the container reads: those given (--secret,
-    --configmap); for a Secret not given, each key from the caller's variable of the same
-    name (AWS_ACCESS_KEY_ID and friends)."""
+    --configmap); for a Secret not given, only an S3 credential variable named as its key
+    (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) from the caller's
+    environment. Anything else missing is the kubelet's CreateContainerConfigError."""
     secrets = {name: dict(values) for name, values in given.secrets.items()}
     for item in container.get("env", []):
         ref = (item.get("valueFrom") or {}).get("secretKeyRef")
         if ref is None or ref["name"] in given.secrets or ref.get("optional"):
             continue
-        if ref["key"] not in env:
+        key = ref.get("key")
+        if key not in CREDENTIAL_KEYS or item.get("name") != key:
             raise PodEnvError(
-                f"{item['name']}: the job reads key {ref['key']!r} of Secret "
-                f"{ref['name']!r}; give the Secret with --secret FILE, or set your "
-                f"environment variable {ref['key']}, which a local run takes it from"
+                f"CreateContainerConfigError: secret {ref['name']!r} not found (give it with "
+                "--secret FILE, or mark the reference optional: true)"
             )
-        secrets.setdefault(ref["name"], {})[ref["key"]] = env[ref["key"]]
+        if key not in env:
+            raise PodEnvError(
+                f"{item['name']}: the job reads key {key!r} of Secret "
+                f"{ref['name']!r}; give the Secret with --secret FILE, or set your "
+                f"environment variable {key}, which a local run takes it from"
+            )
+        secrets.setdefault(ref["name"], {})[key] = env[key]
     return PodObjects(secrets, given.configmaps)
 
 

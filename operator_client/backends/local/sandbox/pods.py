@@ -80,19 +80,16 @@ class SandboxPods(Pods):
         return [Bind(str(file_store.run_directory(run, store, uid, gid)), writable=True)]
 
     def _mounted(self, pod: str, replica_type: str) -> list[Volume]:
-        """The container's hostPath, configMap and secret volumes; the objects' files are
-        written afresh for each start, as the kubelet projects them."""
-        host, given = mounted_volumes(self.workload, replica_type, self.objects)
-        volumes = list(host)
-        for volume in given:
+        """The container's configMap and secret volumes; the objects' files are written
+        afresh for each start, as the kubelet projects them."""
+        volumes = []
+        for volume in mounted_volumes(self.workload, replica_type, self.objects):
             directory = self.job.pod_dir(pod) / "volumes" / volume.name
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True)
             directory.chmod(0o755)
             for path, text in volume.files.items():
-                target = directory / path
-                if ".." in Path(path).parts or Path(path).is_absolute():
-                    raise ValueError(f"volume {volume.name!r}: item path {path!r} leaves it")
+                target = directory / path  # a relative path without "..": mounted_volumes
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
                 target.chmod(volume.mode)

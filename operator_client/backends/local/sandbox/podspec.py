@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ....kubeflow.pod_objects import PodObjects
 from ....kubeflow.workload import Workload
+from ....spec.k8s_names import label_problem
 from ....spec.units import parse_quantity
 from .seccomp import RUNTIME_DEFAULT, UNCONFINED
 
@@ -61,7 +62,7 @@ class ObjectVolume:
 
 
 # The volume kinds a local run mounts (others, a PVC say, are the cluster's).
-VOLUME_KINDS = ("emptyDir", "hostPath", "configMap", "secret")
+VOLUME_KINDS = ("emptyDir", "configMap", "secret")
 
 
 @dataclass(frozen=True)
@@ -128,56 +129,56 @@ def emptydirs(workload: Workload, replica_type: str) -> tuple[Tmpfs, ...]:
 
 def mounted_volumes(
     workload: Workload, replica_type: str, objects: PodObjects
-) -> tuple[list[Volume], list[ObjectVolume]]:
-    """The container's hostPath mounts, and its configMap and secret mounts with the files
-    each holds (keys, or `items` to paths). ValueError for a volume kind a local run does
-    not mount, an object not given, or a writable hostPath for a pod running as root
-    (it could change any file of this machine)."""
+) -> list[ObjectVolume]:
+    """The container's configMap and secret mounts with the files each holds (keys, or
+    `items` to paths). ValueError for a volume or key whose name the API server would
+    refuse, an item path that leaves its volume, a volume kind a local run does not mount
+    (a hostPath never reaches here: Pod Security admission refuses it), or an object not
+    given."""
     template = workload.pod_spec(replica_type)
-    volumes = {v["name"]: v for v in template.get("volumes") or []}
-    uid = identity(workload, replica_type)[0]
-    host: list[Volume] = []
+    volumes = {}
+    for volume in template.get("volumes") or []:
+        problem = label_problem(volume.get("name"), "volume name")
+        if problem:
+            raise ValueError(problem)
+        volumes[volume["name"]] = volume
     given: list[ObjectVolume] = []
     for mount in workload.container(replica_type).get("volumeMounts") or []:
         volume = volumes.get(mount["name"])
         if volume is None:
             raise ValueError(f"volumeMount {mount['name']!r}: the pod has no such volume")
         kind = next((k for k in VOLUME_KINDS if k in volume), None)
-        read_only = bool(mount.get("readOnly"))
         if kind is None:
             other = next((k for k in volume if k != "name"), "?")
             raise ValueError(
                 f"volume {mount['name']!r} is a {other}: a local run mounts "
                 f"{', '.join(VOLUME_KINDS)} volumes"
             )
-        if kind == "hostPath":
-            if uid == 0 and not read_only:
+        if kind == "emptyDir":
+            continue
+        source = volume[kind]
+        name = source.get("name" if kind == "configMap" else "secretName", "")
+        found = objects.of("ConfigMap" if kind == "configMap" else "Secret").get(name)
+        if found is None:
+            if not source.get("optional"):
                 raise ValueError(
-                    f"volume {mount['name']!r}: a pod running as root with a writable hostPath "
-                    "could change any file of this machine; mount it readOnly or run as non-root"
+                    f"volume {mount['name']!r}: {kind} {name!r} is not here; give it "
+                    f"with --{kind.lower()} FILE"
                 )
-            host.append(Volume(volume["hostPath"]["path"], mount["mountPath"], read_only))
-        elif kind in ("configMap", "secret"):
-            source = volume[kind]
-            name = source.get("name" if kind == "configMap" else "secretName", "")
-            found = objects.of("ConfigMap" if kind == "configMap" else "Secret").get(name)
-            if found is None:
-                if source.get("optional"):
-                    found = {}
-                else:
-                    raise ValueError(
-                        f"volume {mount['name']!r}: {kind} {name!r} is not here; give it "
-                        f"with --{kind.lower()} FILE"
-                    )
-            items = source.get("items")
-            files = (
-                {i["path"]: found[i["key"]] for i in items if i["key"] in found}
-                if items
-                else dict(found)
-            )
-            mode = int(source.get("defaultMode", 0o644))
-            given.append(ObjectVolume(mount["name"], mount["mountPath"], files, mode))
-    return host, given
+            found = {}
+        items = source.get("items")
+        files = (
+            {i["path"]: found[i["key"]] for i in items if i["key"] in found}
+            if items
+            else dict(found)
+        )
+        for path in files:
+            parts = Path(path).parts
+            if not parts or Path(path).is_absolute() or ".." in parts:
+                raise ValueError(f"volume {mount['name']!r}: item path {path!r} leaves it")
+        mode = int(source.get("defaultMode", 0o644))
+        given.append(ObjectVolume(mount["name"], mount["mountPath"], files, mode))
+    return given
 
 
 def cpu_limit(workload: Workload, replica_type: str) -> float | None:

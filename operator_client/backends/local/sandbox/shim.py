@@ -119,6 +119,19 @@ def _hide(root: Path, path: str) -> None:
         linux.mount("/dev/null", target, None, linux.MS_BIND)
 
 
+def _layer(image: str, root: Path) -> None:
+    """The image's root filesystem at `root` under a writable layer of the pod's own (an
+    overlay whose upper directory is a tmpfs of this mount namespace): what the pod writes
+    to its root stays in its memory and goes with it, never into the image's files."""
+    layer = root.parent / "layer"
+    layer.mkdir(exist_ok=True)
+    _tmpfs(layer, "mode=755")
+    (layer / "upper").mkdir()
+    (layer / "work").mkdir()
+    options = f"lowerdir={image},upperdir={layer / 'upper'},workdir={layer / 'work'}"
+    linux.mount("overlay", root, "overlay", _MOUNT_FLAGS, options)
+
+
 def build_root(pod: PodSandbox) -> Path:
     """Assemble the pod's root at `pod.stage` (in this process's private mount namespace):
     an image's root filesystem, or an empty root holding only what pod.binds show."""
@@ -126,7 +139,9 @@ def build_root(pod: PodSandbox) -> Path:
     root = Path(pod.stage)
     linux.mount("none", Path("/"), None, linux.MS_REC | linux.MS_PRIVATE)
     made: set[str] = set()
-    if pod.rootfs is not None:
+    if pod.rootfs is not None and not pod.read_only_root:
+        _layer(pod.rootfs, root)
+    elif pod.rootfs is not None:
         linux.mount(pod.rootfs, root, None, linux.MS_BIND | linux.MS_REC)
     else:
         _tmpfs(root, "mode=755")
@@ -168,12 +183,17 @@ def build_root(pod: PodSandbox) -> Path:
         linux.mount(volume.source, target, None, linux.MS_BIND)
         if volume.read_only:
             linux.set_read_only(target, read_only=True, recursive=False)
-    if pod.read_only_root:
-        linux.set_read_only(root, read_only=True, recursive=True)
-        writable = [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]
-        writable += [v.target for v in pod.volumes if not v.read_only]
-        for path in writable:
-            linux.set_read_only(_inside(root, path), read_only=False, recursive=False)
+    # Everything this machine shows the pod is read-only whatever the pod's uid (uid 0
+    # included); then what is the pod's own is made writable again: its emptyDirs, its
+    # run directory, writable volumes and, with readOnlyRootFilesystem false, its root,
+    # which is its own layer (a tmpfs, or an overlay on the image), never a host path.
+    linux.set_read_only(root, read_only=True, recursive=True)
+    writable = [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]
+    writable += [v.target for v in pod.volumes if not v.read_only]
+    if not pod.read_only_root:
+        writable.insert(0, "/")
+    for path in writable:
+        linux.set_read_only(_inside(root, path), read_only=False, recursive=False)
     linux.mount("proc", root / "proc", "proc", _MOUNT_FLAGS | linux.MS_NOEXEC)
     linux.mount("sysfs", root / "sys", "sysfs", _MOUNT_FLAGS | linux.MS_NOEXEC | linux.MS_RDONLY)
     return root

@@ -1,0 +1,88 @@
+"""Which pods a local run admits, before anything runs: Pod Security admission as a
+namespace enforcing `baseline` (default) or `restricted` applies it (kubeflow/pod_security.py),
+the kubelet's non-root check, and the fields a pod sandbox cannot honour, each refused by
+name rather than silently dropped (docs/LOCAL_PODS.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import BadInput
+from ...kubeflow import pod_security as pss
+from ...kubeflow.workload import Workload
+from ..base import Finding
+
+POD_SECURITY_ENV = "KCTL_TRAIN_POD_SECURITY"
+# What the user namespaces of most clusters enforce; Kubeflow's stock runtimes pass it.
+DEFAULT_LEVEL = pss.BASELINE
+
+
+def level_of(given: str | None) -> str:
+    """The level to enforce: `given`, else $KCTL_TRAIN_POD_SECURITY, else baseline.
+    BadInput for any other (`privileged` is never one: a local pod is a boundary)."""
+    level = given or os.environ.get(POD_SECURITY_ENV) or DEFAULT_LEVEL
+    if level not in pss.LEVELS:
+        raise BadInput(
+            f"pod security level {level!r}: a local run enforces {' or '.join(pss.LEVELS)} "
+            "(never privileged: its pods must not reach this machine)"
+        )
+    return level
+
+
+def _sc(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    return item.get("securityContext") or {}
+
+
+def unhonoured(spec: Mapping[str, Any]) -> list[str]:
+    """The fields of a pod spec that a pod sandbox cannot do as a node would, by name."""
+    found = []
+    if spec.get("hostUsers") is False:
+        found.append(
+            "hostUsers: false (a user namespace of its own): a local pod runs as the uid it "
+            "names, with no capabilities; remove the field to run it here"
+        )
+    if _sc(spec).get("sysctls"):
+        found.append("securityContext.sysctls: a local pod's kernel settings are this machine's")
+    for where, context in [("pod", _sc(spec))] + [
+        (f"container {c.get('name')!r}", _sc(c))
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or []
+    ]:
+        added = (context.get("capabilities") or {}).get("add") or []
+        if added:
+            found.append(
+                f"{where}: capabilities.add {sorted(map(str, added))}: a local pod runs with "
+                "no capabilities"
+            )
+        if context.get("seLinuxOptions"):
+            found.append(f"{where}: seLinuxOptions: this machine applies no SELinux labels")
+        if (context.get("appArmorProfile") or {}).get("type") == "Localhost":
+            found.append(f"{where}: a Localhost AppArmor profile is a file on the cluster's nodes")
+        if (context.get("seccompProfile") or {}).get("type") == "Localhost":
+            found.append(f"{where}: a Localhost seccomp profile is a file on the cluster's nodes")
+    return found
+
+
+def admission_findings(workload: Workload, level: str, default_uid: int) -> list[Finding]:
+    """An error for each pod group the API server, the kubelet or a pod sandbox would
+    refuse (the first pod of each names it), and which level was enforced."""
+    findings = [Finding("info", f"pod security: {level} (--pod-security)")]
+    for group in workload.groups:
+        template = group.template
+        meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+        pod = workload.pod_name(group.type, 0)
+        refusal = pss.refusal(pod, meta, spec, level)
+        if refusal:
+            findings.append(Finding("error", refusal, bad_input=True))
+            continue
+        kubelet = pss.kubelet_refusal(pod, workload.namespace, spec, default_uid)
+        if kubelet:
+            message = f"{pod}: CreateContainerConfigError: {kubelet}"
+            findings.append(Finding("error", message, bad_input=True))
+        findings += [
+            Finding("error", f"{pod}: not run locally: {why}", bad_input=True)
+            for why in unhonoured(spec)
+        ]
+    return findings
