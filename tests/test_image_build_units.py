@@ -4,10 +4,12 @@ credentials, the builder choice and its command lines, and a real registry's ans
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -495,6 +497,31 @@ def test_a_secret_found_by_content_is_refused_with_its_file_and_line(tmp_path: P
     # Allowed: the build goes on to the next step (here: no builder on this PATH).
     assert done.returncode == 2 and "no image builder here" in done.stderr, done.stderr
     assert "shipped although they look like secrets" in done.stderr
+
+
+def test_secrets_in_large_files_archives_and_credential_files_are_found(tmp_path: Path) -> None:
+    key = "AKIAIOSFODNN7EXAMPLE"
+    make(tmp_path, {
+        "train.py": "import os\n",
+        "admin.conf": "kind: Config\nusers:\n- user:\n    client-key-data: " + "QUJD" * 8 + "\n",
+        "ci.yaml": "steps:\n- with: {token: ${{ secrets.GITHUB_TOKEN }}}\n  password: $PASSWORD\n",
+        "registry-auth.json": '{"auths": {"r.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}\n',
+        "train.log": "x" * (2 << 20) + "\naws_access_key_id = " + key + "\n",
+    })  # fmt: skip
+    with gzip.open(tmp_path / "keys.gz", "wt") as fh:
+        fh.write(f"aws_access_key_id={key}\n")
+    with zipfile.ZipFile(tmp_path / "bundle.zip", "w") as archive:
+        archive.writestr("inner/creds.txt", f"aws_access_key_id={key}\n")
+    (tmp_path / "broken.tar.gz").write_bytes(b"\x1f\x8b" + b"garbage" * 10)
+    done = _build(tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    for expected in ("admin.conf:4: Kubernetes client key (kubeconfig)",
+                     "registry-auth.json:1: registry credentials (Docker config)",
+                     ": AWS Access Key", "keys.gz!:1: AWS Access Key",
+                     "bundle.zip!inner/creds.txt:1: AWS Access Key",
+                     "broken.tar.gz:0: an archive the scanner cannot open"):  # fmt: skip
+        assert expected in done.stderr, (expected, done.stderr)
+    assert "train.log:" in done.stderr and "ci.yaml" not in done.stderr
 
 
 def test_an_image_name_longer_than_the_grammar_allows_is_refused() -> None:
