@@ -399,11 +399,12 @@ while time.monotonic() - start < 2.0:
 facts = {
     "cpu_share": (time.process_time() - cpu) / (time.monotonic() - start),
     "env": {k: os.environ.get(k) for k in ("TOKEN", "LEVEL", "CFG_mode", "CFG_level")},
-    "data": open("/data/input.txt").read(),
+    "root_owner": os.stat("/usr").st_uid,
     "config": sorted(os.listdir("/etc/app")),
     "token_file": open("/secrets/tok").read(),
     "write_config": attempt("/etc/app/new"),
     "write_data": attempt("/data/new"),
+    "write_usr": attempt("/usr/kctl-train-canary"),
 }
 print("FACTS " + json.dumps(facts), flush=True)
 """
@@ -413,12 +414,10 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
     import yaml
 
     env = sandbox_env(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("from the host")
     pod = {
+        "securityContext": {"runAsUser": 0},  # baseline admits root: it changes no host file
         "volumes": [
-            {"name": "data", "hostPath": {"path": str(data)}},
+            {"name": "data", "emptyDir": {}},
             {"name": "config", "configMap": {"name": "app"}},
             {"name": "creds",
              "secret": {"secretName": "creds", "items": [{"key": "token", "path": "tok"}]}},
@@ -434,7 +433,7 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
                  "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}},
             ],
             "volumeMounts": [
-                {"name": "data", "mountPath": "/data", "readOnly": True},
+                {"name": "data", "mountPath": "/data"},
                 {"name": "config", "mountPath": "/etc/app"},
                 {"name": "creds", "mountPath": "/secrets"},
             ],
@@ -475,9 +474,11 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
     assert out.returncode == 0, out.stdout + out.stderr
     facts = facts_of(tmp_path / "home/local/default/written/logs/written-node-0-0.log")
     assert facts["env"] == {"TOKEN": "s3cr3t", "LEVEL": "3", "CFG_mode": "fast", "CFG_level": "3"}
-    assert facts["data"] == "from the host" and facts["token_file"] == "s3cr3t"
+    assert facts["token_file"] == "s3cr3t" and facts["root_owner"] == 0
     assert facts["config"] == ["level", "mode"]
-    # configMap and secret volumes are read-only; a hostPath where the mount says so.
-    assert facts["write_config"] == facts["write_data"] == "Read-only file system"
+    # configMap and secret volumes are read-only, an emptyDir writable; this machine's
+    # files are read-only to a pod whatever its uid (here 0).
+    assert facts["write_config"] == facts["write_usr"] == "Read-only file system", facts
+    assert facts["write_data"] == "written"
     assert facts["cpu_share"] < 0.5, facts  # 250m: a quarter of a CPU, not a whole one
-    assert not (data / "new").exists()
+    assert not Path("/usr/kctl-train-canary").exists()
