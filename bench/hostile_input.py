@@ -3,7 +3,10 @@
 hand the other commands (issue 20): a FIFO or /dev/zero as the job file, credentials in
 an endpoint, a fork bomb for a local run, a system directory as a local store, stores
 holding a FIFO, a link, a 1,000-character key or manifests of the wrong shape for
-`collect`, a 100,000-character `--repo`, a key pasted into a workspace for `build`.
+`collect`, a 100,000-character `--repo`, a key pasted into a workspace for `build`; and
+(issue 27) hand-written TrainJobs and runtimes: hostPath `/`, privileged, uid 0 with
+runAsNonRoot, a volume or job name that climbs out of its directory, a run root aliasing
+another job's, a Secret nobody gave, a kubeconfig and a gzip of keys in a build.
 Prints each case's exit code, wall time and the first line of the message, with
 `python3 -c pass` measured in the same run for scale. Asserts nothing about time; exits
 1 if any case was not refused cleanly (or blocked: a 60 s limit).
@@ -12,6 +15,7 @@ Usage: python bench/hostile_input.py
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -129,6 +133,13 @@ def cases(tmp: Path, endpoint: str) -> dict[str, tuple[list[str], tuple[int, ...
     _checkpointed(s3, tmp)
     s3.put_bytes("monitor/" + "x" * 1000 + ".csv", b"1")
 
+    trainjob_cases = _trainjob_cases(tmp)
+    (work27 := tmp / "workspace27").mkdir()
+    (work27 / "train.py").write_text("print(1)\n")
+    (work27 / "admin.conf").write_text("users:\n- user:\n    client-key-data: " + "QUJD" * 8 + "\n")
+    with gzip.open(work27 / "keys.gz", "wt") as fh:
+        fh.write("aws_access_key_id=AKIAIOSFODNN7EXAMPLE\n")
+
     def fifo_manifest(run: Path, store: ObjectStore) -> None:
         (run / "checkpoints" / "step-000000000020").mkdir(parents=True)
         os.mkfifo(run / "checkpoints" / "step-000000000020" / "MANIFEST.json")
@@ -183,14 +194,94 @@ def cases(tmp: Path, endpoint: str) -> dict[str, tuple[list[str], tuple[int, ...
             (2,),
         ),
         "build: a key pasted into config.py": ([KCTL, "build", str(work), "--base", "t:1"], (2,)),
+        "build: admin.conf and a gzip of keys": (
+            [KCTL, "build", str(work27), "--base", "t:1"],
+            (2,),
+        ),
+        "delete ../../../victim --local": ([KCTL, "delete", "../../../victim", "--local"], (2,)),
+        "chaos a 5,000-character name": (
+            [KCTL, "chaos", "x" * 5000, "kill", "master-0", "--local"],
+            (2,),
+        ),
+        **trainjob_cases,
     }
+
+
+RUNTIME_NAME = "hostile"
+ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def _trainjob_cases(tmp: Path) -> dict[str, tuple[list[str], tuple[int, ...]]]:
+    """A runtime and a TrainJob written by hand, each patched one hostile way."""
+    out: dict[str, tuple[list[str], tuple[int, ...]]] = {}
+    variants: dict[str, tuple[dict[str, object], dict[str, object], dict[str, str]]] = {
+        "runtime: hostPath / (baseline)": (
+            {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]},
+            {"volumeMounts": [{"name": "host", "mountPath": "/host"}]},
+            {},
+        ),
+        "runtime: privileged": ({}, {"securityContext": {"privileged": True}}, {}),
+        "runtime: runAsNonRoot with uid 0": (
+            {},
+            {"securityContext": {"runAsUser": 0, "runAsNonRoot": True}},
+            {},
+        ),
+        "runtime: volume ../../../victim": (
+            {"volumes": [{"name": "../../../victim", "emptyDir": {}}]},
+            {"volumeMounts": [{"name": "../../../victim", "mountPath": "/v"}]},
+            {},
+        ),
+        "runtime: a Secret nobody gave": (
+            {},
+            {
+                "env": [
+                    {
+                        "name": "HOME_KEY",
+                        "valueFrom": {"secretKeyRef": {"name": "s", "key": "HOME"}},
+                    }
+                ]
+            },
+            {},
+        ),
+        "trainjob: run-root of another job": (
+            {},
+            {},
+            {"kctl-train.io/run-root": (tmp / "store" / "default" / "victim").as_uri() + "/"},
+        ),
+    }
+    for index, (name, (pod, container, notes)) in enumerate(variants.items()):
+        node_pod = {"containers": [{"name": "node", "image": "x", **container}], **pod}
+        runtime = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": RUNTIME_NAME},
+            "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {ANCESTOR: "trainer"}},
+                    "spec": {"template": {"spec": node_pod}},
+                },
+            }]}}},
+        }  # fmt: skip
+        job = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": f"hostile-{index}", "annotations": notes},
+            "spec": {"runtimeRef": {"name": RUNTIME_NAME}, "trainer": {"command": ["true"]}},
+        }
+        runtime_file, job_file = tmp / f"runtime-{index}.json", tmp / f"tj-{index}.json"
+        runtime_file.write_text(json.dumps(runtime))
+        job_file.write_text(json.dumps(job))
+        argv = [KCTL, "apply", str(job_file), "--local", "--runtime", str(runtime_file)]
+        out[name] = (argv, (2,))
+    return out
 
 
 def main() -> int:
     baseline, _ = timed([sys.executable, "-c", "pass"])
     print(f"python3 -c pass: {baseline:.3f}s")
     print(f"{'file':36} {'bytes':>9} {'exit':>4} {'seconds':>7}  message")
-    bad = 0
+    bad = total = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in files().items():
             path = Path(tmp) / "job.yaml"
@@ -200,6 +291,7 @@ def main() -> int:
             first = first.replace(str(path), "job.yaml")[:90]
             clean = out.returncode == 2 and "Traceback" not in out.stderr
             bad += not clean
+            total += 1
             print(f"{name:36} {len(text.encode()):>9} {out.returncode:>4} {seconds:>7.3f}  {first}")
     print(f"\n{'case':36} {'exit':>4} {'seconds':>7}  message (or the problem collect reports)")
     with tempfile.TemporaryDirectory() as tmp, moto_bucket("hostile") as endpoint:
@@ -211,7 +303,9 @@ def main() -> int:
             first = (lines or text.strip().splitlines() or [""])[0].strip()[:110]
             clean = out.returncode in codes and "Traceback" not in out.stderr
             bad += not clean
+            total += 1
             print(f"{name:36} {out.returncode:>4} {seconds:>7.3f}  {first}")
+    print(f"\n{total - bad} held, {bad} failed")
     return 1 if bad else 0
 
 
