@@ -9,7 +9,9 @@ Anything else is an UntrustedFileError naming the path and what was found there.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
+import io
 import json
 import os
 import stat
@@ -19,6 +21,9 @@ from typing import Any
 
 # A document (a manifest, a status, run.json) larger than this is not one kctl-train wrote.
 MAX_DOCUMENT = 16 << 20
+# A CSV kctl-train or Lightning writes (metrics, GPU samples, saves): far below these.
+MAX_CSV = 256 << 20
+MAX_CSV_LINE = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -100,6 +105,50 @@ def read_bytes(path: Path, limit: int = MAX_DOCUMENT, root: Path | None = None) 
 def read_json(path: Path, limit: int = MAX_DOCUMENT, root: Path | None = None) -> Any:
     """A JSON document from a regular file (ValueError when it is not valid JSON)."""
     return json.loads(read_bytes(path, limit, root))
+
+
+class _Bounded:
+    """The lines of a text stream, refusing a line over MAX_CSV_LINE characters or more
+    than `limit` characters in all, so a newline-free or endless file is never held whole."""
+
+    def __init__(self, stream: io.TextIOBase, where: Path | str, limit: int) -> None:
+        self.stream, self.where, self.left = stream, where, limit
+
+    def __iter__(self) -> Iterator[str]:
+        while line := self.stream.readline(MAX_CSV_LINE + 1):
+            if len(line) > MAX_CSV_LINE:
+                raise _refuse(self.where, f"a line longer than {MAX_CSV_LINE} characters")
+            self.left -= len(line)
+            if self.left < 0:
+                raise _refuse(self.where, "larger than a CSV kctl-train reads")
+            yield line
+
+
+def _csv_rows(stream: io.TextIOBase, where: Path | str, limit: int) -> Iterator[dict[str, str]]:
+    reader = csv.DictReader(_Bounded(stream, where, limit))
+    try:
+        for row in reader:
+            # A row longer than the header puts its extra cells under None: dropped.
+            yield {str(k): v if isinstance(v, str) else "" for k, v in row.items() if k is not None}
+    except csv.Error as exc:
+        raise _refuse(
+            where, f"not a CSV kctl-train reads (line {reader.line_num}: {exc})"
+        ) from None
+
+
+def csv_rows(
+    path: Path, limit: int = MAX_CSV, root: Path | None = None
+) -> Iterator[dict[str, str]]:
+    """The rows of a CSV file with a header, read as a stream within bounds (each line,
+    each field, the whole); UntrustedFileError naming the path for anything else."""
+    with opened(path, root) as fh:
+        text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+        yield from _csv_rows(text, path, limit)
+
+
+def csv_text_rows(text: str, where: str) -> list[dict[str, str]]:
+    """The rows of CSV text already read (within a bound) from a store object `where`."""
+    return list(_csv_rows(io.StringIO(text, newline=""), where, MAX_CSV))
 
 
 def read_tail(path: Path, limit: int) -> bytes:

@@ -189,6 +189,30 @@ def test_report_has_curves_final_metrics_and_the_best_checkpoint(
     assert text(build(tmp_path / "out")) == summary
 
 
+def test_only_the_files_kctl_train_writes_are_taken_each_within_its_size(
+    run: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import operator_client.collect.collect as collect_module
+
+    run.put_bytes("monitor/blob.bin", b"y" * 4096)  # a pod's own file: never collected
+    run.put_bytes("monitor/node-0.csv", b"time,gpu,utilization_pct\n1,0,50\n")
+    run.put_bytes("attempts/notes.txt", b"x")
+    run.put_bytes("_SUCCESS", b"[1]")
+    monkeypatch.setattr(collect_module, "CSV_MAX", 64)
+    run.put_bytes("metrics/checkpoints.csv", b"step,stall_s\n" + b"1,0.1\n" * 20)
+    result = collect(run, tmp_path / "out")
+    out = tmp_path / "out"
+    assert (out / "monitor" / "node-0.csv").is_file()
+    assert not (out / "monitor" / "blob.bin").exists()
+    assert not (out / "attempts" / "notes.txt").exists()
+    assert not (out / "metrics" / "checkpoints.csv").exists()
+    assert any("metrics/checkpoints.csv: 133 bytes, larger than" in p for p in result.problems), (
+        result.problems
+    )
+    assert "_SUCCESS: not a marker kctl-train writes (not a JSON object)" in result.problems
+    assert result.summary["complete"] is False
+
+
 def test_an_empty_store_says_so(tmp_path: Path) -> None:
     with pytest.raises(NothingStored, match="nothing is stored at"):
         collect(FileStore(tmp_path / "empty"), tmp_path / "out")

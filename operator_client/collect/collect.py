@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -332,13 +333,8 @@ def collect(
     # Refuse unsafe keys before the first byte is written: every key in the run root,
     # whether or not this collect downloads it (the keys a manifest names are in it too).
     destinations(dest, list(listing))
-    plain = sorted(
-        key
-        for key in listing
-        if key in (runinfo.RUN_JSON, runinfo.SUCCESS, METRICS_KEY, checkpoint_log.KEY)
-        or key.startswith((runinfo.ATTEMPTS + "/", monitor.PREFIX + "/"))
-    )
     problems: list[str] = []
+    plain = _plain_files(listing, problems)
     committed = checkpoints.committed(store, problems)
     dest.mkdir(parents=True, exist_ok=True)
     down = Downloader(store, dest, concurrency, progress)
@@ -354,7 +350,10 @@ def collect(
         shutil.rmtree(dest / SCRATCH, ignore_errors=True)
     # else the verified member files of a failed rebuild stay for the next try
 
-    success = _json(dest / runinfo.SUCCESS) if runinfo.SUCCESS in listing else None
+    success = _json(dest / runinfo.SUCCESS) if runinfo.SUCCESS in plain else None
+    if success is not None and not isinstance(success, dict):
+        problems.append(f"{runinfo.SUCCESS}: not a marker kctl-train writes (not a JSON object)")
+        success = None
     attempts = [k for k in plain if k.startswith(runinfo.ATTEMPTS + "/")]
     summary = {
         **(describe or {}),
@@ -375,6 +374,38 @@ def collect(
     }
     (dest / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return Result(summary, problems)
+
+
+# What collect takes beside checkpoints and outputs, each up to a size no real one reaches:
+# exactly the files kctl-train writes there, never whatever else a pod put in its store.
+DOCUMENT_MAX = 1 << 20
+CSV_MAX = 256 << 20
+_ATTEMPT = re.compile(r"attempts/\d{1,9}\.json")
+
+
+def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[str]:
+    """The metrics, GPU monitor files, run.json, attempts and _SUCCESS of the run, by the
+    names kctl-train gives them; one too large is left behind, with a problem saying so."""
+    wanted: dict[str, int] = {}
+    for key in listing:
+        if key in (runinfo.RUN_JSON, runinfo.SUCCESS) or _ATTEMPT.fullmatch(key):
+            wanted[key] = DOCUMENT_MAX
+        elif key in (METRICS_KEY, checkpoint_log.KEY, monitor.SUMMARY) or (
+            key.startswith(monitor.PREFIX + "/")
+            and key.count("/") == 1
+            and monitor.parse_node_file(key.split("/", 1)[1]) is not None
+        ):
+            wanted[key] = CSV_MAX
+    plain = []
+    for key, limit in sorted(wanted.items()):
+        if listing[key].size > limit:
+            problems.append(
+                f"{key}: {listing[key].size} bytes, larger than kctl-train writes ({limit}); "
+                "not collected"
+            )
+        else:
+            plain.append(key)
+    return plain
 
 
 def _json(path: Path) -> Any:

@@ -8,8 +8,6 @@ attempts/ and _SUCCESS. matplotlib runs headless (Agg).
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 from ..errors import KctlTrainError
 from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.metrics import KEY as METRICS_KEY
+from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
 
 PNG, TEXT = "report.png", "report.txt"
@@ -51,6 +50,7 @@ class Report:
     checkpoint: str | None
     saves: list[dict[str, str]] = field(default_factory=list)  # metrics/checkpoints.csv
     gpu_restarts: list[float] = field(default_factory=list)  # seconds, on the GPU time axis
+    ignored: list[str] = field(default_factory=list)  # files passed over, and why
 
 
 def _float(text: str | None) -> float | None:
@@ -61,28 +61,37 @@ def _float(text: str | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def read_metrics(path: Path) -> dict[str, Series]:
+def _rows(path: Path, ignored: list[str]) -> list[dict[str, str]]:
+    """A CSV's rows ([] when it is missing, or not a CSV kctl-train reads: then why, in
+    `ignored`). The files come from the pods."""
+    try:
+        return list(csv_rows(path))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        ignored.append(str(exc))
+        return []
+
+
+def read_metrics(path: Path, ignored: list[str]) -> dict[str, Series]:
     """Each metric column of Lightning's CSV log as (step, value) points."""
     series: dict[str, Series] = {}
-    if not path.is_file():
-        return series
-    with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            step = _float(row.get("step"))
-            if step is None:
+    for row in _rows(path, ignored):
+        step = _float(row.get("step"))
+        if step is None:
+            continue
+        for name, text in row.items():
+            value = _float(text)
+            if name in ("step", "epoch") or value is None:
                 continue
-            for name, text in row.items():
-                value = _float(text)
-                if name in ("step", "epoch") or value is None:
-                    continue
-                s = series.setdefault(name, Series())
-                s.steps.append(step)
-                s.values.append(value)
+            s = series.setdefault(name, Series())
+            s.steps.append(step)
+            s.values.append(value)
     return series
 
 
 def _gpu_series(
-    directory: Path,
+    directory: Path, ignored: list[str]
 ) -> tuple[dict[str, tuple[list[float], list[float]]], list[float]]:
     """Every node's GPU utilisation over every attempt, on one time axis (seconds since
     the first sample), and when each later attempt's samples began (its restart). The
@@ -92,11 +101,10 @@ def _gpu_series(
         found = monitor.parse_node_file(path.name)
         if found is None:
             continue
-        with path.open(newline="") as fh:
-            for row in csv.DictReader(fh):
-                at, util = _float(row.get("time")), _float(row.get("utilization_pct"))
-                if at is not None and util is not None:
-                    samples.append((*found, at, str(row.get("gpu")), util))
+        for row in _rows(path, ignored):
+            at, util = _float(row.get("time")), _float(row.get("utilization_pct"))
+            if at is not None and util is not None:
+                samples.append((*found, at, str(row.get("gpu")), util))
     if not samples:
         return {}, []
     start = min(s[2] for s in samples)
@@ -135,32 +143,41 @@ def build(directory: Path) -> Report:
         raise ReportError(
             f"{directory} is not a collected run (no {SUMMARY}); run `kctl-train collect` first"
         )
-    summary = json.loads(summary_path.read_text())
-    metrics = read_metrics(directory / METRICS_KEY)
+    try:
+        summary = read_json(summary_path)
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{summary_path}: not a summary kctl-train wrote ({exc})") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{summary_path}: not a summary kctl-train wrote (not an object)")
+    ignored: list[str] = []
+    metrics = read_metrics(directory / METRICS_KEY, ignored)
     final = {name: s.values[-1] for name, s in sorted(metrics.items()) if s.values}
     monitored = _monitored(metrics)
     best = None
     if monitored:
         ranked = [
             (value, step)
-            for step in summary.get("committedCheckpoints", [])
+            for step in _numbers(summary.get("committedCheckpoints"))
             if (value := _value_at(metrics[monitored], step)) is not None
         ]
         if ranked:
             value, step = min(ranked)
             best = {"step": step, "metric": monitored, "value": value}
-    attempts = sorted((directory / runinfo.ATTEMPTS).glob("*.json"))
-    claimed = [json.loads(p.read_text()).get("claimed") for p in attempts]
-    success = summary.get("success") or {}
+    claimed = [c for p in sorted((directory / runinfo.ATTEMPTS).glob("*.json"))
+               if (c := _number(_document(p, ignored).get("claimed"))) is not None]  # fmt: skip
+    success: dict[str, Any] = _object(summary.get("success"))
     train = None
-    if claimed and success.get("finished"):
-        train = float(success["finished"]) - min(float(c) for c in claimed if c)
-    job = summary.get("job") or {}
+    finished = _number(success.get("finished"))
+    if claimed and finished is not None:
+        train = finished - min(claimed)
+    job: dict[str, Any] = _object(summary.get("job"))
     wall = None
-    if job.get("started") and job.get("completed"):
-        wall = float(job["completed"]) - float(job["started"])
-    checkpoints = summary.get("checkpoints") or []
-    gpu, gpu_restarts = _gpu_series(directory)
+    started, completed = _number(job.get("started")), _number(job.get("completed"))
+    if started is not None and completed is not None:
+        wall = completed - started
+    checkpoints = [c for c in _list(summary.get("checkpoints")) if isinstance(c, dict)]
+    path = checkpoints[0].get("path") if checkpoints else None
+    gpu, gpu_restarts = _gpu_series(directory, ignored)
     return Report(
         name=str(job.get("name") or directory.name),
         metrics=metrics,
@@ -170,22 +187,54 @@ def build(directory: Path) -> Report:
         best=best,
         wall_seconds=wall,
         train_seconds=train,
-        restarts=int(summary.get("restarts", 0)),
-        complete=bool(summary.get("complete")),
-        step=success.get("step"),
-        outputs={k: int(v.get("rows", 0)) for k, v in summary.get("outputs", {}).items()},
-        checkpoint=checkpoints[0]["path"] if checkpoints else None,
-        saves=_saves(directory / checkpoint_log.KEY),
+        restarts=int(_number(summary.get("restarts")) or 0),
+        complete=summary.get("complete") is True,
+        step=int(done) if (done := _number(success.get("step"))) is not None else None,
+        outputs={
+            str(k): int(_number(_object(v).get("rows")) or 0)
+            for k, v in _object(summary.get("outputs")).items()
+        },
+        checkpoint=path if isinstance(path, str) else None,
+        saves=_saves(directory / checkpoint_log.KEY, ignored),
+        ignored=ignored,
     )
 
 
-def _saves(path: Path) -> list[dict[str, str]]:
-    """Each save's row, with its stall and write times readable as numbers."""
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _numbers(value: Any) -> list[float]:
+    return [n for v in _list(value) if (n := _number(v)) is not None]
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a document a pod wrote (None for anything else)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    return _float(str(value))
+
+
+def _document(path: Path, ignored: list[str]) -> dict[str, Any]:
+    """A JSON object a pod wrote ({} when it is not one: then why, in `ignored`)."""
     try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError:
-        return []
+        found = read_json(path)
+    except (OSError, ValueError) as exc:
+        ignored.append(f"{path}: {exc}")
+        return {}
+    if not isinstance(found, dict):
+        ignored.append(f"{path}: not a JSON object")
+        return {}
+    return found
+
+
+def _saves(path: Path, ignored: list[str]) -> list[dict[str, str]]:
+    """Each save's row, with its stall and write times readable as numbers."""
+    rows = _rows(path, ignored)
     numbers = ("step", "stall_s", "write_s", "commit_s", "skipped_before")
     return [r for r in rows if all(_float(r.get(k)) is not None for k in numbers)]
 
@@ -234,6 +283,7 @@ def text(report: Report) -> str:
         rows.append((f"{gpu} util", f"mean {sum(utils) / len(utils):.0f}%, max {max(utils):.0f}%"))
     if not report.gpu:
         rows.append(("GPU utilisation", "not recorded (no GPU, or monitoring off)"))
+    rows.extend(("ignored", why) for why in report.ignored)
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(lines + [f"  {label:<{width}}{value}" for label, value in rows]) + "\n"
 

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
@@ -29,7 +28,7 @@ from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
-from ...runstore.checkpoints import newest_verified
+from ...runstore.checkpoints import newest_complete
 from ...runstore.location import home, store_for
 from ...storage import StoreError, open_store
 from ..base import (
@@ -667,7 +666,8 @@ def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
 
 def _resume_step(manifest: Mapping[str, Any]) -> int | None:
     """The step of the checkpoint a run of this manifest resumes from: the newest
-    committed one whose files verify, as the runtime chooses (None: a fresh start)."""
+    committed one whose files are all there (None: a fresh start). Nothing is copied to
+    tell: the store is the pods', and a checkpoint's size is theirs to declare."""
     from ...spec.document import NotRenderedError, job_of
 
     try:
@@ -677,11 +677,10 @@ def _resume_step(manifest: Mapping[str, Any]) -> int | None:
     if job.spec.checkpoint.resume != "auto":
         return None
     try:
-        with tempfile.TemporaryDirectory(prefix="kctl-train-verify-") as tmp:
-            found = newest_verified(store_for(job), Path(tmp))
+        found = newest_complete(store_for(job))
     except StoreError:
         return None
-    return found[0].step if found else None
+    return found.step if found else None
 
 
 def _kill_orphans(job: JobDir) -> list[int]:
