@@ -56,7 +56,7 @@ from .launch import load_mode, save_mode
 from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
-from .sandbox.podspec import DEFAULT_UID
+from .sandbox.podspec import DEFAULT_UID, ephemeral_limit
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .supervisor import restart_delays
 
@@ -211,6 +211,11 @@ class LocalBackend(Backend):
         except OSError as exc:
             findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
         findings += _volume_findings(workload, self.objects, sandboxed)
+        for group in workload.groups:
+            try:
+                ephemeral_limit(workload, group.type, env)
+            except ValueError as exc:
+                findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
         for replica in lc.replicas_of(workload):
             try:
                 replica_command(workload.container(replica.type), bindir)

@@ -24,8 +24,10 @@ from typing import Any
 from ...contract import TERMINATION_LOG_ENV
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_env import PodEnvError
+from ...kubeflow.workload import Workload
 from ...untrusted import read_tail
-from . import chaos, pod_processes
+from ..base import StorageLocation
+from . import chaos, eviction, file_store, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
 from .launch import load_mode, pods_for
 from .pods_base import Pods
@@ -81,6 +83,8 @@ class Supervisor:
         self.stop_requested = False
         self.kill_requested = False
         self._written: dict[str, Any] | None = None
+        self.run_dir, self.storage_limit = _storage_budget(self.workload, self.replicas, env)
+        self.measure_at = 0.0
 
     # signals
 
@@ -126,6 +130,7 @@ class Supervisor:
                 return
             self._restart_due()
             self._check_deadline()
+            self._check_storage()
             self._faults()
             if self.stop_requested and not self._finished():
                 self._finish(lc.SUSPENDED, "Stopped", self._stop_reason())
@@ -298,6 +303,19 @@ class Supervisor:
         if decision is not None and not self._finished():
             self._finish(decision.condition or lc.FAILED, decision.reason, decision.message)
 
+    def _check_storage(self) -> None:
+        """Evict the job's pods once they wrote more into its run directory than their
+        ephemeral-storage limits allow (eviction.py)."""
+        now = time.monotonic()
+        if self.run_dir is None or now < self.measure_at or self._finished():
+            return
+        self.measure_at = now + eviction.EVERY_SECONDS
+        used = eviction.usage(self.run_dir, self.storage_limit)
+        message = eviction.eviction(used, self.storage_limit, self.run_dir)
+        if message is not None:
+            self._finish(lc.FAILED, "Evicted", message)
+            self._terminate(list(self.procs))
+
     def _terminate(self, names: list[str], settle: float = 0.0) -> None:
         """Stop replicas as pod deletion does: SIGTERM to the main process, SIGKILL to
         all of its processes after the grace period (at once after a second Ctrl-C)."""
@@ -394,6 +412,19 @@ class Supervisor:
         if body != self._written:
             write_json(self.job.status_file, body)
             self._written = body
+
+
+def _storage_budget(
+    workload: Workload, replicas: Mapping[str, lc.ReplicaState], env: Mapping[str, str]
+) -> tuple[Path | None, int]:
+    """The job's run directory on this machine's disk (None: its store is not file://)
+    and the bytes its pods may write there: the sum of their ephemeral-storage limits."""
+    from .sandbox.podspec import ephemeral_limit
+
+    location = StorageLocation.of(workload.manifest)
+    roots = file_store.roots(location.root) if location else None
+    limit = sum(ephemeral_limit(workload, r.type, env) for r in replicas.values())
+    return (roots[1] if roots else None), limit
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from .podspec import (
     Volume,
     cpu_limit,
     emptydirs,
+    ephemeral_limit,
     gpu_devices,
     hosts_file,
     identity,
@@ -165,6 +166,7 @@ class SandboxPods(Pods):
             seccomp=seccomp_profile(self.workload, replica.type),
             volumes=tuple(volumes),
             cpu_limit=cpu_limit(self.workload, replica.type),
+            ephemeral_limit=ephemeral_limit(self.workload, replica.type, env),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())

@@ -91,6 +91,7 @@ class PodSandbox:
     devices: tuple[str, ...] = ()  # device nodes beyond the basic ones (GPUs)
     seccomp: str = "RuntimeDefault"
     volumes: tuple[Volume, ...] = ()
+    ephemeral_limit: int | None = None  # bytes the pod's writable root layer may hold
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -223,6 +224,26 @@ def gpu_devices(workload: Workload, replica_type: str, dev: Path = Path("/dev"))
         return ()
     found = [*dev.glob("nvidia*"), *dev.glob("nvidia-caps/*"), *dev.glob("dri/*")]
     return tuple(sorted(str(p) for p in found if p.is_char_device()))
+
+
+EPHEMERAL_ENV = "KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE"
+# What a local pod may write when its container names no ephemeral-storage limit: room
+# for the checkpoints of a model of a few GiB, not the whole disk.
+DEFAULT_EPHEMERAL = "20Gi"
+
+
+def ephemeral_limit(workload: Workload, replica_type: str, env: Mapping[str, str]) -> int:
+    """The container's `resources.limits.ephemeral-storage` in bytes, else the local
+    default ($KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE, else 20Gi). ValueError for a quantity
+    that is not one."""
+    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
+    given = limits.get("ephemeral-storage")
+    text = str(given) if given is not None else env.get(EPHEMERAL_ENV) or DEFAULT_EPHEMERAL
+    try:
+        return int(parse_quantity(text))
+    except ValueError:
+        where = "ephemeral-storage" if given is not None else EPHEMERAL_ENV
+        raise ValueError(f"{where}={text!r} is not a quantity (e.g. 20Gi)") from None
 
 
 def memory_limit(workload: Workload, replica_type: str) -> int | None:

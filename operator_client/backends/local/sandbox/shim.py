@@ -119,13 +119,13 @@ def _hide(root: Path, path: str) -> None:
         linux.mount("/dev/null", target, None, linux.MS_BIND)
 
 
-def _layer(image: str, root: Path) -> None:
+def _layer(image: str, root: Path, size: str) -> None:
     """The image's root filesystem at `root` under a writable layer of the pod's own (an
     overlay whose upper directory is a tmpfs of this mount namespace): what the pod writes
     to its root stays in its memory and goes with it, never into the image's files."""
     layer = root.parent / "layer"
     layer.mkdir(exist_ok=True)
-    _tmpfs(layer, "mode=755")
+    _tmpfs(layer, f"mode=755{size}")
     (layer / "upper").mkdir()
     (layer / "work").mkdir()
     options = f"lowerdir={image},upperdir={layer / 'upper'},workdir={layer / 'work'}"
@@ -139,12 +139,13 @@ def build_root(pod: PodSandbox) -> Path:
     root = Path(pod.stage)
     linux.mount("none", Path("/"), None, linux.MS_REC | linux.MS_PRIVATE)
     made: set[str] = set()
+    size = f",size={pod.ephemeral_limit}" if pod.ephemeral_limit else ""
     if pod.rootfs is not None and not pod.read_only_root:
-        _layer(pod.rootfs, root)
+        _layer(pod.rootfs, root, size)
     elif pod.rootfs is not None:
         linux.mount(pod.rootfs, root, None, linux.MS_BIND | linux.MS_REC)
     else:
-        _tmpfs(root, "mode=755")
+        _tmpfs(root, f"mode=755{size}")
         made.add("/")
         for mount_point in ("proc", "sys"):
             (root / mount_point).mkdir()
