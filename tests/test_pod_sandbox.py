@@ -482,3 +482,89 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
     assert facts["write_data"] == "written"
     assert facts["cpu_share"] < 0.5, facts  # 250m: a quarter of a CPU, not a whole one
     assert not Path("/usr/kctl-train-canary").exists()
+
+
+ROOT_PROBE = r"""
+import json, os, sys
+def attempt(path):
+    try:
+        with open(path, "a") as fh:
+            fh.write("pwned")
+        return "written"
+    except OSError as exc:
+        return os.strerror(exc.errno)
+targets = json.loads(os.environ["TARGETS"])
+facts = {name: attempt(path) for name, path in targets.items()}
+facts["uid"] = os.getuid()
+print("FACTS " + json.dumps(facts), flush=True)
+"""
+
+
+def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_path: Path) -> None:
+    """Issue 27's uid-0 case, from a hand-written runtime as baseline admits it: runAsUser 0
+    and readOnlyRootFilesystem false. Its writes to this machine's files fail; a write to
+    its root lands in its own layer; every canary is unchanged afterwards."""
+    import hashlib
+    import sys
+    import uuid
+
+    import yaml
+
+    import operator_client
+
+    env = sandbox_env(tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("keep\n")
+    root_canary = Path("/root") / f".kctl-canary-{uuid.uuid4().hex[:8]}"
+    root_canary.write_text("canary\n")
+    own = f"/kctl-train-layer-{uuid.uuid4().hex[:8]}"
+    targets = {
+        "passwd": "/etc/passwd",
+        "venv_kctl": str(Path(sys.executable).parent / "kctl-train"),
+        "package": str(Path(operator_client.__file__)),
+        "victim": str(victim / "keep"),
+        "root": str(root_canary),
+        "own_layer": own,
+    }
+    watched = [Path(p) for name, p in targets.items() if name != "own_layer"]
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in watched if p.exists()}
+    container = {"name": "node", "image": "x",
+                 "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": False},
+                 "env": [{"name": "TARGETS", "value": json.dumps(targets)}]}  # fmt: skip
+    node = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"containers": [container]}}},
+        },
+    }
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "rooted"},
+        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [node]}}},
+    }  # fmt: skip
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "rooted"},
+        "spec": {"runtimeRef": {"name": "rooted"},
+                 "trainer": {"command": ["python3", "-c", ROOT_PROBE]}},
+    }  # fmt: skip
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    try:
+        out = kctl("apply", "job.yaml", "--local", "--runtime", "runtime.yaml", "--wait",
+                   "--no-collect", env=env, cwd=tmp_path)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        facts = facts_of(tmp_path / "home/local/default/rooted/logs/rooted-node-0-0.log")
+        assert facts["uid"] == 0
+        for name in ("passwd", "venv_kctl", "package", "victim"):
+            assert facts[name] == "Read-only file system", facts
+        # /root is not shown (only the way to this Python below it): the pod's file went
+        # to its own layer, and the host's canary is unchanged (below).
+        assert facts["own_layer"] == facts["root"] == "written", facts
+        assert not Path(own).exists()
+        after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in watched if p.exists()}
+        assert after == before
+    finally:
+        root_canary.unlink()
