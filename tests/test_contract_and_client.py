@@ -165,7 +165,12 @@ def test_the_failure_report_reads_the_replica_that_failed(
 def test_the_run_is_found_through_the_annotations(
     annotations: dict[str, str], location: StorageLocation | None
 ) -> None:
-    assert StorageLocation.of({"metadata": {"annotations": annotations}}) == location
+    meta = {"name": "j", "namespace": "ns", "annotations": annotations}
+    assert StorageLocation.of({"metadata": meta}) == location
+    # The same annotations on another job's object are not followed (its root is not
+    # <store>/<its namespace>/<its name>/).
+    other = {"metadata": {**meta, "name": "other"}}
+    assert StorageLocation.of(other) is None
 
 
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"

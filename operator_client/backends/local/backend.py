@@ -56,7 +56,6 @@ from .launch import load_mode, save_mode
 from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
-from .sandbox.podspec import DEFAULT_UID, ephemeral_limit
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .supervisor import restart_delays
 
@@ -170,6 +169,10 @@ class LocalBackend(Backend):
                     bad_input=True,
                 )
             ]
+        # Here, not at the top: the pod description reads quantities with the spec's
+        # parser (pydantic), which the commands that only look at jobs never load.
+        from .sandbox.podspec import DEFAULT_UID, ephemeral_limit
+
         findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
         findings += admission_findings(workload, self.pod_security, DEFAULT_UID)
         if workload.trainjob:
