@@ -521,3 +521,18 @@ def test_apply_names_the_checkpoint_the_run_will_resume_from(
     out = kctl("apply", str(path), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "the store holds a checkpoint at step 10;" in out.stderr, out.stderr
+
+
+def test_a_command_job_that_stored_nothing_has_nothing_to_collect(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """apply --wait and wait: a command job that succeeded and wrote no checkpoint exits 0,
+    saying there is nothing to collect (not "nothing is stored", exit 1)."""
+    path = job_file(tmp_path, "plain", "  command: [sleep, '0']\n")
+    out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "nothing to collect: nothing is stored at" in out.stderr, out.stderr
+    out = kctl(
+        "wait", "plain", "--local", "--collect-to", str(tmp_path / "r"), env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0 and "nothing to collect" in out.stderr, out.stderr

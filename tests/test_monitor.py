@@ -86,7 +86,7 @@ def test_every_attempts_samples_are_kept_summarized_and_plotted_on_one_axis(
     (got / "monitor").mkdir(parents=True)
     for o in store.list("monitor/node-"):
         (got / o.key).write_bytes(store.get_bytes(o.key))
-    series, restarts = _gpu_series(got)
+    series, restarts = _gpu_series(got, [])
     times, utils = series["node 0 gpu 0"]
     assert times == [0.0, 5.0, 10.0, 15.0, 60.0, 65.0, 70.0, 75.0]
     assert utils == [51.0] * 4 + [52.0] * 4 and restarts == [60.0]
@@ -100,4 +100,4 @@ def test_a_monitor_row_that_is_not_numbers_is_passed_over(tmp_path: Path) -> Non
     (tmp_path / monitor.node_key(0, 1)).write_text(
         "time,gpu,utilization_pct\nx,0,5\n1.0,0,nan\n2.0,0,40\n"
     )
-    assert _gpu_series(tmp_path) == ({"node 0 gpu 0": ([0.0], [40.0])}, [])
+    assert _gpu_series(tmp_path, []) == ({"node 0 gpu 0": ([0.0], [40.0])}, [])

@@ -113,3 +113,40 @@ def test_a_store_inside_another_store_is_refused(tmp_path: Path) -> None:
     problem = file_store.store_problem(victim)
     assert problem and f"inside the store {store}" in problem
     assert file_store.store_problem(store) is None
+
+
+def test_a_loopback_endpoint_is_relayed_only_when_it_answers_as_the_store(tmp_path: Path) -> None:
+    """A hand-written TrainJob's endpoint annotation pointing at any port of this machine:
+    refused unless that port answers as the job's S3 store (here: a plain TCP service)."""
+    import json
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": "relay",
+            "annotations": {
+                RUN_ROOT_ANNOTATION: "s3://bucket/runs/default/relay/",
+                ENDPOINT_ANNOTATION: f"http://127.0.0.1:{port}",
+            },
+        },
+        "spec": {"runtimeRef": {"name": "kctl-train"}, "trainer": {"command": ["true"]}},
+    }
+    path = tmp_path / "tj.json"
+    path.write_text(json.dumps(job))
+    env = {"KCTL_TRAIN_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin",
+           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}  # fmt: skip
+    try:
+        run = subprocess.run(
+            [KCTL, "apply", str(path), "--local", "--dry-run=server"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    finally:
+        listener.close()
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert f"storage endpoint http://127.0.0.1:{port}: it does not answer as the job's store" in (
+        run.stderr
+    )

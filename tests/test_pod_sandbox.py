@@ -474,7 +474,8 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
     assert out.returncode == 0, out.stdout + out.stderr
     facts = facts_of(tmp_path / "home/local/default/written/logs/written-node-0-0.log")
     assert facts["env"] == {"TOKEN": "s3cr3t", "LEVEL": "3", "CFG_mode": "fast", "CFG_level": "3"}
-    assert facts["token_file"] == "s3cr3t" and facts["root_owner"] == 0
+    # Its own user namespace: this machine's root owns /usr, and is nobody (65534) inside.
+    assert facts["token_file"] == "s3cr3t" and facts["root_owner"] == 65534
     assert facts["config"] == ["level", "mode"]
     # configMap and secret volumes are read-only, an emptyDir writable; this machine's
     # files are read-only to a pod whatever its uid (here 0).
@@ -496,14 +497,17 @@ def attempt(path):
 targets = json.loads(os.environ["TARGETS"])
 facts = {name: attempt(path) for name, path in targets.items()}
 facts["uid"] = os.getuid()
+facts["uid_map"] = open("/proc/self/uid_map").read().split()
+facts["etc_owner"] = os.stat("/etc/passwd").st_uid
 print("FACTS " + json.dumps(facts), flush=True)
 """
 
 
 def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_path: Path) -> None:
     """Issue 27's uid-0 case, from a hand-written runtime as baseline admits it: runAsUser 0
-    and readOnlyRootFilesystem false. Its writes to this machine's files fail; a write to
-    its root lands in its own layer; every canary is unchanged afterwards."""
+    and readOnlyRootFilesystem false. It runs in a user namespace of its own; its writes to
+    this machine's files fail; a write to its root lands in its own layer; every canary is
+    unchanged afterwards."""
     import hashlib
     import sys
     import uuid
@@ -558,11 +562,13 @@ def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_pat
         assert out.returncode == 0, out.stdout + out.stderr
         facts = facts_of(tmp_path / "home/local/default/rooted/logs/rooted-node-0-0.log")
         assert facts["uid"] == 0
-        for name in ("passwd", "venv_kctl", "package", "victim"):
-            assert facts[name] == "Read-only file system", facts
-        # /root is not shown (only the way to this Python below it): the pod's file went
-        # to its own layer, and the host's canary is unchanged (below).
-        assert facts["own_layer"] == facts["root"] == "written", facts
+        # Its own user namespace: its 0 is 2147418112 here; this machine's root is nobody.
+        assert facts["uid_map"][:3] == ["0", "2147418112", "1"], facts
+        assert facts["etc_owner"] == 65534
+        for name in ("passwd", "venv_kctl", "package", "victim", "root"):
+            # Not its files (its root is no one here), and read-only besides.
+            assert facts[name] in ("Permission denied", "Read-only file system"), facts
+        assert facts["own_layer"] == "written", facts  # its root: its own layer
         assert not Path(own).exists()
         after = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in watched if p.exists()}
         assert after == before

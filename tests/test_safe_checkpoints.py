@@ -106,3 +106,29 @@ def test_collect_consolidate_names_the_forged_checkpoint(tmp_path: Path) -> None
         _consolidate(tmp_path, summary)
     assert not canary.exists()
     assert not (directory / "model.ckpt").exists()
+
+
+class EnumByName:
+    """Pickles as newer Pythons pickle an enum member: getattr(its class, its name)."""
+
+    def __init__(self, cls: object, name: str) -> None:
+        self.cls, self.name = cls, name
+
+    def __reduce__(self) -> tuple[object, tuple[object, str]]:
+        return (getattr, (self.cls, self.name))
+
+
+def test_dcp_enums_pickled_by_name_load_and_nothing_else_does(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING, Metadata
+
+    directory = save(tmp_path / "ckpt", lightning_like())
+    metadata = cf._reader(directory).read_metadata()
+    metadata.planner_data = EnumByName(_MEM_FORMAT_ENCODING, "TORCH_CONTIGUOUS_FORMAT")
+    (directory / cf.METADATA).write_bytes(pickle.dumps(metadata))
+    loaded = cf._reader(directory).read_metadata()
+    assert loaded.planner_data is _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+    for cls, name in ((Metadata, "__init__"), (_MEM_FORMAT_ENCODING, "__class__")):
+        metadata.planner_data = EnumByName(cls, name)
+        (directory / cf.METADATA).write_bytes(pickle.dumps(metadata))
+        with pytest.raises(cf.UnsafeCheckpoint, match="asks for getattr"):
+            cf._reader(directory).read_metadata()

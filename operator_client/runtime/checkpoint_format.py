@@ -125,7 +125,22 @@ def _dcp_global(module: str, name: str) -> Any:
         return allowed[(module, name)]
     if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
         return getattr(torch, name)
+    if (module, name) == ("builtins", "getattr"):
+        return _enum_member  # how newer Pythons pickle an enum member: getattr(cls, name)
     raise UnsafeCheckpoint(f"its .metadata names {module}.{name}, which DCP never writes")
+
+
+def _enum_member(cls: Any, name: Any) -> Any:
+    """getattr as a DCP `.metadata` may use it: a member of one of DCP's own enums, and
+    nothing else (a getattr of any other object could reach any code)."""
+    import enum
+
+    import torch.distributed.checkpoint.metadata as dcp_metadata
+
+    known = isinstance(cls, type) and getattr(dcp_metadata, cls.__name__, None) is cls
+    if known and issubclass(cls, enum.Enum) and isinstance(name, str) and name in cls.__members__:
+        return cls[name]
+    raise UnsafeCheckpoint(f"its .metadata asks for getattr({cls!r}, {name!r})")
 
 
 class _DcpUnpickler(pickle.Unpickler):

@@ -1,7 +1,8 @@
 """Which pods a local run admits, before anything runs: Pod Security admission as a
 namespace enforcing `baseline` (default) or `restricted` applies it (kubeflow/pod_security.py),
 the kubelet's non-root check, and the fields a pod sandbox cannot honour, each refused by
-name rather than silently dropped (docs/LOCAL_PODS.md)."""
+name rather than silently dropped (docs/LOCAL_PODS.md). Every local pod has a user
+namespace of its own (`hostUsers: false` is what it gets, asked or not)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,16 @@ def _sc(item: Mapping[str, Any]) -> Mapping[str, Any]:
 def unhonoured(spec: Mapping[str, Any]) -> list[str]:
     """The fields of a pod spec that a pod sandbox cannot do as a node would, by name."""
     found = []
-    if spec.get("hostUsers") is False:
+    pod = _sc(spec)
+    if pod.get("supplementalGroups"):
+        found.append("securityContext.supplementalGroups: a local pod gets no supplementary group")
+    fs_group = pod.get("fsGroup")
+    if fs_group is not None and fs_group != pod.get("runAsGroup", pod.get("runAsUser")):
         found.append(
-            "hostUsers: false (a user namespace of its own): a local pod runs as the uid it "
-            "names, with no capabilities; remove the field to run it here"
+            f"securityContext.fsGroup {fs_group}: a local pod gets no supplementary group and "
+            "its volumes are not chowned; use the pod's runAsGroup"
         )
-    if _sc(spec).get("sysctls"):
+    if pod.get("sysctls"):
         found.append("securityContext.sysctls: a local pod's kernel settings are this machine's")
     for where, context in [("pod", _sc(spec))] + [
         (f"container {c.get('name')!r}", _sc(c))

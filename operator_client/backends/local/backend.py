@@ -637,9 +637,10 @@ def _claim_store(manifest: Mapping[str, Any], workload: Workload, sandboxed: boo
         file_store.claim(store)
         if sandboxed:
             from .sandbox.podspec import identity
+            from .sandbox.userns import host_id
 
             uid, gid, _ = identity(workload, workload.main.type)
-            file_store.run_directory(run, store, uid, gid)
+            file_store.run_directory(run, store, host_id(uid), host_id(gid))
     except file_store.StoreRefused as exc:
         raise BadInput(f"storage file://{store}: a local run cannot use it: {exc}") from None
 

@@ -39,6 +39,7 @@ from .podspec import (
 )
 from .relay import LoopbackRelay, loopback_port
 from .support import PodsMode
+from .userns import host_id
 
 SHIM = "operator_client.backends.local.sandbox.shim"
 
@@ -78,7 +79,8 @@ class SandboxPods(Pods):
         if self.store is None:
             return []
         store, run = self.store
-        return [Bind(str(file_store.run_directory(run, store, uid, gid)), writable=True)]
+        run_dir = file_store.run_directory(run, store, host_id(uid), host_id(gid))
+        return [Bind(str(run_dir), writable=True)]
 
     def _mounted(self, pod: str, replica_type: str) -> list[Volume]:
         """The container's configMap and secret volumes; the objects' files are written
@@ -114,7 +116,7 @@ class SandboxPods(Pods):
         (pod_dir / "root").mkdir(parents=True, exist_ok=True)
         termination = self.job.termination_log(replica.name)
         termination.touch()
-        os.chown(termination, uid, gid)
+        os.chown(termination, host_id(uid), host_id(gid))
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
         volumes = self._mounted(replica.name, replica.type)
         address = self.network.address(replica.name)

@@ -2,9 +2,10 @@
 by the supervisor as `python -m operator_client.backends.local.sandbox.shim POD.json`.
 
 It joins the pod's network namespace, takes new mount, PID, UTS and IPC namespaces and
-forks the container's first process, which assembles the pod's root (podspec.py), enters
-it, drops to the pod's uid with no capabilities and execs the container's command as
-PID 1 of the pod. The shim stays outside: it places that process in the pod's cgroup
+forks the container's first process, which assembles the pod's root (podspec.py), takes
+a user namespace of its own (userns.py: the pod's root is no one on this machine), enters
+the root, drops to the pod's uid with no capabilities and execs the container's command
+as PID 1 of the pod. The shim stays outside: it places that process in the pod's cgroup
 (memory and CPU limits), forwards signals to it (SIGTERM from a pod deletion) and exits
 as it exits. When PID 1 ends, the kernel ends every other process of the pod: no trainer
 outlives it.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from . import cgroups, linux, seccomp
 from .podspec import PodSandbox
+from .userns import host_id, write_maps
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
@@ -171,7 +173,7 @@ def build_root(pod: PodSandbox) -> Path:
             _hide(root, path)
             made.add(path)
         else:
-            expose(root, path, pod.uid, pod.gid, made)
+            expose(root, path, host_id(pod.uid), host_id(pod.gid), made)
     # As a container runtime does, the working directory is made when the image lacks it.
     _inside(root, pod.workdir).mkdir(parents=True, exist_ok=True)
     for path, source in sorted(pod.files.items()):
@@ -188,6 +190,8 @@ def build_root(pod: PodSandbox) -> Path:
     # included); then what is the pod's own is made writable again: its emptyDirs, its
     # run directory, writable volumes and, with readOnlyRootFilesystem false, its root,
     # which is its own layer (a tmpfs, or an overlay on the image), never a host path.
+    if not pod.read_only_root:
+        os.chown(root, host_id(pod.uid), host_id(pod.gid))  # its own layer: its root's
     linux.set_read_only(root, read_only=True, recursive=True)
     writable = [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]
     writable += [v.target for v in pod.volumes if not v.read_only]
@@ -200,7 +204,7 @@ def build_root(pod: PodSandbox) -> Path:
     return root
 
 
-def _container(pod: PodSandbox, ready: int) -> None:
+def _container(pod: PodSandbox, ready: int, unshared: int, mapped: int) -> None:
     """The pod's first process: never returns."""
     try:
         os.read(ready, 1)  # placed in the cgroup
@@ -208,6 +212,13 @@ def _container(pod: PodSandbox, ready: int) -> None:
         load_seccomp = seccomp.prepare(pod.seccomp)
         root = build_root(pod)
         linux.sethostname(pod.pod)
+        # Its own user namespace, once every mount is made (as this machine's root) and
+        # before the chroot (the kernel refuses a new one to a chrooted process); the
+        # shim writes its id maps.
+        linux.unshare(linux.CLONE_NEWUSER)
+        os.write(unshared, b"u")
+        if os.read(mapped, 1) != b"m":
+            raise OSError("the shim did not map the pod's user namespace")
         os.chroot(root)
         os.chdir(pod.workdir)
         linux.drop_privileges(pod.uid, pod.gid)
@@ -230,11 +241,15 @@ def run(pod: PodSandbox) -> int:
         with contextlib.suppress(OSError):  # neither enforced here: status says so
             cgroup = cgroups.create(pod.cgroup_name, pod.memory_limit, pod.cpu_limit)
     ready, go = os.pipe()
+    unshared_r, unshared_w = os.pipe()
+    mapped_r, mapped_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(go)
-        _container(pod, ready)
-    os.close(ready)
+        for fd in (go, unshared_r, mapped_w):
+            os.close(fd)
+        _container(pod, ready, unshared_w, mapped_r)
+    for fd in (ready, unshared_w, mapped_r):
+        os.close(fd)
     for signum in FORWARDED:
         signal.signal(signum, lambda s, _f: os.kill(pid, s))
     try:
@@ -243,6 +258,12 @@ def run(pod: PodSandbox) -> int:
     finally:
         os.write(go, b"x")
         os.close(go)
+    with contextlib.suppress(OSError):  # a container that failed before: nothing to map
+        if os.read(unshared_r, 1) == b"u":
+            write_maps(pid)
+            os.write(mapped_w, b"m")
+    os.close(unshared_r)
+    os.close(mapped_w)
     _, status = os.waitpid(pid, 0)
     if cgroup is not None:
         if cgroup.oom_killed():
