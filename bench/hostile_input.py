@@ -6,7 +6,8 @@ holding a FIFO, a link, a 1,000-character key or manifests of the wrong shape fo
 `collect`, a 100,000-character `--repo`, a key pasted into a workspace for `build`; and
 (issue 27) hand-written TrainJobs and runtimes: hostPath `/`, privileged, uid 0 with
 runAsNonRoot, a volume or job name that climbs out of its directory, a run root aliasing
-another job's, a Secret nobody gave, a kubeconfig and a gzip of keys in a build.
+another job's, a Secret nobody gave, a kubeconfig and a gzip of keys in a build, and
+`collect` (with its report) of documents and CSVs of the wrong shape or size.
 Prints each case's exit code, wall time and the first line of the message, with
 `python3 -c pass` measured in the same run for scale. Asserts nothing about time; exits
 1 if any case was not refused cleanly (or blocked: a 60 s limit).
@@ -94,6 +95,15 @@ def _checkpointed(store: ObjectStore, scratch: Path) -> None:
 def _manifest(store: ObjectStore, change: dict[str, object]) -> None:
     key = "checkpoints/step-000000000010/MANIFEST.json"
     store.put_bytes(key, json.dumps({**json.loads(store.get_bytes(key)), **change}).encode())
+
+
+def _put(key: str, data: bytes) -> Callable[[Path, ObjectStore], None]:
+    """A plant that writes `data` at `key` of the run, as a pod could."""
+
+    def plant(run: Path, store: ObjectStore) -> None:
+        store.put_bytes(key, data)
+
+    return plant
 
 
 def _collect(tmp: Path, plant: Callable[[Path, ObjectStore], None], *flags: str) -> list[str]:
@@ -197,6 +207,19 @@ def cases(tmp: Path, endpoint: str) -> dict[str, tuple[list[str], tuple[int, ...
         "build: admin.conf and a gzip of keys": (
             [KCTL, "build", str(work27), "--base", "t:1"],
             (2,),
+        ),
+        "collect: _SUCCESS = [1]": (_collect(tmp / "c6", _put("_SUCCESS", b"[1]")), (1,)),
+        "collect: attempts/0.json = [1,2]": (
+            _collect(tmp / "c7", _put("attempts/0.json", b"[1,2]")),
+            (0,),
+        ),
+        "collect: a 200 KB CSV field": (
+            _collect(tmp / "c8", _put("metrics/metrics.csv", b"step,l\n1," + b"9" * 200_000)),
+            (0,),
+        ),
+        "collect: 64 MiB monitor CSV, no newline": (
+            _collect(tmp / "c9", _put("monitor/node-0.csv", b"x" * (64 << 20))),
+            (0,),
         ),
         "delete ../../../victim --local": ([KCTL, "delete", "../../../victim", "--local"], (2,)),
         "chaos a 5,000-character name": (

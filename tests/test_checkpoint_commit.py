@@ -116,3 +116,32 @@ def test_rank_0_stops_waiting_for_the_part_of_a_writer_that_failed(tmp_path: Pat
     part(store, tmp_path, 0)
     with pytest.raises(checkpoints.CommitTimeout, match=r"\[1\] \(a writer failed\)"):
         checkpoints.gather_parts(store, 5, 1, [0, 1], timeout=600, abandoned=lambda: True)
+
+
+def test_apply_predicts_a_resume_from_a_listing_without_reading_the_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """What a pod declares is not downloaded to tell which checkpoint a run resumes from:
+    a member missing or of another size than its manifest says rules a checkpoint out."""
+    store = FileStore(tmp_path / "run")
+    for step in (10, 20, 30):
+        model = tmp_path / f"m{step}.ckpt"
+        model.write_bytes(bytes(64))
+        checkpoints.publish(
+            store, {checkpoints.MODEL_FILE: model}, step=step, epoch=0, attempt=1,
+            world_size=1, keep=3,
+        )  # fmt: skip
+    newest = checkpoints.checkpoint_key(30) + "/" + checkpoints.MODEL_FILE
+    (store.root / newest).write_bytes(bytes(2))  # declared 64 bytes
+    (store.root / checkpoints.checkpoint_key(20) / checkpoints.MODEL_FILE).unlink()
+    reads: list[str] = []
+    original = store.get_bytes
+
+    def counting(key: str, *args: object) -> bytes:
+        reads.append(key)
+        return original(key, *args)  # type: ignore[arg-type]
+
+    store.get_bytes = counting  # type: ignore[method-assign]
+    found = checkpoints.newest_complete(store)
+    assert found is not None and found.step == 10
+    assert all(key.endswith("MANIFEST.json") for key in reads), reads

@@ -145,8 +145,9 @@ def test_the_kubelet_refuses_runasnonroot_with_uid_0() -> None:
 def test_kctl_trains_own_jobs_pass_restricted(example: Path, operator: str) -> None:
     try:
         manifest = render(load_job(example, operator=operator).job)
-    except SpecError:
-        pytest.skip(f"{example.name} uses what only a PyTorchJob has (elastic nodes, say)")
+    except SpecError as exc:
+        first = str(exc).splitlines()[0].split(": error: ", 1)[-1]
+        pytest.skip(f"{example.name} is for a PyTorchJob only: {first}")
     workload = workload_of(manifest)
     errors = [f for f in admission_findings(workload, "restricted", 10001) if f.level == "error"]
     if "IPC_LOCK" in yaml.safe_dump(manifest):

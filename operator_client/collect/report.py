@@ -157,7 +157,7 @@ def build(directory: Path) -> Report:
     if monitored:
         ranked = [
             (value, step)
-            for step in _numbers(summary.get("committedCheckpoints"))
+            for step in map(int, _numbers(summary.get("committedCheckpoints")))
             if (value := _value_at(metrics[monitored], step)) is not None
         ]
         if ranked:

@@ -28,14 +28,15 @@ def _kernel_at_least(major: int, minor: int) -> bool:
 
 def _probe() -> str | None:
     """Try what a sandbox needs first, in a throw-away process (util-linux's unshare: no
-    fork of this one, which may have threads): new namespaces; and a kernel with
+    fork of this one, which may have threads): new namespaces, a user namespace among
+    them (every pod has one: userns.py); and a kernel with
     mount_setattr (Linux 5.12) for the read-only root."""
     if not _kernel_at_least(5, 12):
         return f"Linux {os.uname().release} is older than 5.12 (no mount_setattr)"
     if shutil.which("unshare") is None:
         return "util-linux's unshare is not installed"
     tried = subprocess.run(
-        ["unshare", "--mount", "--net", "--pid", "--uts", "--ipc", "--fork", "true"],
+        ["unshare", "--user", "--mount", "--net", "--pid", "--uts", "--ipc", "--fork", "true"],
         capture_output=True,
         text=True,
     )
@@ -75,8 +76,9 @@ class PodsMode:
         """What the mode means for the job, for `doctor --local`."""
         if self.sandboxed:
             return (
-                "each has its own network namespace and address, the pod's uid, a read-only "
-                "root, tmpfs /tmp and /dev/shm, no capabilities; memory limits "
+                "each has its own network namespace and address, the pod's uid in a user "
+                "namespace of its own, a read-only view of this machine, tmpfs /tmp and "
+                "/dev/shm, no capabilities; memory limits "
                 f"{self.memory}"
             )
         return (
