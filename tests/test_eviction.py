@@ -20,6 +20,8 @@ from operator_client.backends.local.sandbox.podspec import ephemeral_limit
 from operator_client.contract import RUN_ROOT_ANNOTATION
 from operator_client.kubeflow.workload import workload_of
 
+from . import written
+
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 
 
@@ -49,27 +51,9 @@ def runtime_and_job(
     container: dict[str, Any] = {"name": "node", "image": "x"}
     if limit:
         container["resources"] = {"limits": {"ephemeral-storage": limit}}
-    node = {
-        "name": "node",
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"template": {"spec": {"containers": [container]}}},
-        },
-    }
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "plain"},
-        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [node]}}},
-    }
     root = (store / "default" / name).as_uri() + "/"
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "annotations": {RUN_ROOT_ANNOTATION: root}},
-        "spec": {"runtimeRef": {"name": "plain"}, "trainer": {"command": command}},
-    }
-    return runtime, job
+    job = written.trainjob(name, "plain", command, {RUN_ROOT_ANNOTATION: root})
+    return written.runtime("plain", {"containers": [container]}), job
 
 
 def test_the_limit_is_the_containers_or_the_local_default() -> None:

@@ -20,6 +20,7 @@ from operator_client.backends.local import pod_processes
 from operator_client.backends.local.sandbox import support
 from operator_client.backends.local.sandbox.network import PodNetwork
 
+from . import written
 from .test_local_backend import job_file, kctl, status_of
 
 WHY_NOT = support.why_not()
@@ -439,28 +440,8 @@ def test_a_pod_as_written_gets_its_env_volumes_and_cpu_limit(tmp_path: Path) -> 
             ],
         }],
     }  # fmt: skip
-    node = {
-        "name": "node",
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"template": {"spec": pod}},
-        },
-    }
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "plain"},
-        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [node]}}},
-    }
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "written"},
-        "spec": {
-            "runtimeRef": {"name": "plain"},
-            "trainer": {"command": ["python3", "-c", POD_AS_WRITTEN]},
-        },
-    }
+    runtime = written.runtime("plain", pod)
+    job = written.trainjob("written", "plain", ["python3", "-c", POD_AS_WRITTEN])
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
               "data": {"token": "czNjcjN0"}}  # fmt: skip
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"},
@@ -536,24 +517,8 @@ def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_pat
     container = {"name": "node", "image": "x",
                  "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": False},
                  "env": [{"name": "TARGETS", "value": json.dumps(targets)}]}  # fmt: skip
-    node = {
-        "name": "node",
-        "template": {
-            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"template": {"spec": {"containers": [container]}}},
-        },
-    }
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "rooted"},
-        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [node]}}},
-    }  # fmt: skip
-    job = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": "rooted"},
-        "spec": {"runtimeRef": {"name": "rooted"},
-                 "trainer": {"command": ["python3", "-c", ROOT_PROBE]}},
-    }  # fmt: skip
+    runtime = written.runtime("rooted", {"containers": [container]})
+    job = written.trainjob("rooted", "rooted", ["python3", "-c", ROOT_PROBE])
     (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
     try:
