@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed-client
 
 .PHONY: venv demo test lint bench clean system-packages image image-if-possible image-test
 
-# torch first and pinned: this version has a CPU wheel on the machines we build on; an
-# unpinned torch (asked for by lightning) would download a multi-GB CUDA build.
+# torch first and pinned, so the version is known. From PyPI it is the CUDA build (~3 GB,
+# cached by pip after the first download; it runs on the CPU too); a machine with a CPU
+# wheel or index in its pip configuration gets that instead.
 TORCH ?= torch==2.13.0
 
 $(STAMP): pyproject.toml
