@@ -124,18 +124,6 @@ class _Bounded:
             yield line
 
 
-def _csv_rows(stream: io.TextIOBase, where: Path | str, limit: int) -> Iterator[dict[str, str]]:
-    reader = csv.DictReader(_Bounded(stream, where, limit))
-    try:
-        for row in reader:
-            # A row longer than the header puts its extra cells under None: dropped.
-            yield {str(k): v if isinstance(v, str) else "" for k, v in row.items() if k is not None}
-    except csv.Error as exc:
-        raise _refuse(
-            where, f"not a CSV kctl-train reads (line {reader.line_num}: {exc})"
-        ) from None
-
-
 def csv_rows(
     path: Path, limit: int = MAX_CSV, root: Path | None = None
 ) -> Iterator[dict[str, str]]:
@@ -143,12 +131,16 @@ def csv_rows(
     each field, the whole); UntrustedFileError naming the path for anything else."""
     with opened(path, root) as fh:
         text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
-        yield from _csv_rows(text, path, limit)
-
-
-def csv_text_rows(text: str, where: str) -> list[dict[str, str]]:
-    """The rows of CSV text already read (within a bound) from a store object `where`."""
-    return list(_csv_rows(io.StringIO(text, newline=""), where, MAX_CSV))
+        reader = csv.DictReader(_Bounded(text, path, limit))
+        try:
+            for row in reader:
+                # A row longer than the header puts its extra cells under None: dropped.
+                yield {
+                    str(k): v if isinstance(v, str) else "" for k, v in row.items() if k is not None
+                }
+        except csv.Error as exc:
+            why = f"not a CSV kctl-train reads (line {reader.line_num}: {exc})"
+            raise _refuse(path, why) from None
 
 
 def read_tail(path: Path, limit: int) -> bytes:

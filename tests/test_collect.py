@@ -198,7 +198,7 @@ def test_only_the_files_kctl_train_writes_are_taken_each_within_its_size(
     run.put_bytes("monitor/node-0.csv", b"time,gpu,utilization_pct\n1,0,50\n")
     run.put_bytes("attempts/notes.txt", b"x")
     run.put_bytes("_SUCCESS", b"[1]")
-    monkeypatch.setattr(collect_module, "CSV_MAX", 64)
+    monkeypatch.setattr(collect_module, "MAX_CSV", 64)
     run.put_bytes("metrics/checkpoints.csv", b"step,stall_s\n" + b"1,0.1\n" * 20)
     result = collect(run, tmp_path / "out")
     out = tmp_path / "out"

@@ -45,7 +45,7 @@ from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
 from ..storage.base import ObjectInfo, file_matches
 from ..storage.keys import contained_path, remove_empty_parents
 from ..storage.transfer import download_many
-from ..untrusted import read_json
+from ..untrusted import MAX_CSV, MAX_DOCUMENT, read_json
 
 SUMMARY = "summary.json"
 SCRATCH = ".kctl-train-tmp"
@@ -376,10 +376,9 @@ def collect(
     return Result(summary, problems)
 
 
-# What collect takes beside checkpoints and outputs, each up to a size no real one reaches:
-# exactly the files kctl-train writes there, never whatever else a pod put in its store.
-DOCUMENT_MAX = 1 << 20
-CSV_MAX = 256 << 20
+# What collect takes beside checkpoints and outputs, each within the bounds the host reads
+# it with (untrusted.py): exactly the files kctl-train writes there, never whatever else a
+# pod put in its store.
 _ATTEMPT = re.compile(r"attempts/\d{1,9}\.json")
 
 
@@ -389,13 +388,13 @@ def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[st
     wanted: dict[str, int] = {}
     for key in listing:
         if key in (runinfo.RUN_JSON, runinfo.SUCCESS) or _ATTEMPT.fullmatch(key):
-            wanted[key] = DOCUMENT_MAX
+            wanted[key] = MAX_DOCUMENT
         elif key in (METRICS_KEY, checkpoint_log.KEY, monitor.SUMMARY) or (
             key.startswith(monitor.PREFIX + "/")
             and key.count("/") == 1
             and monitor.parse_node_file(key.split("/", 1)[1]) is not None
         ):
-            wanted[key] = CSV_MAX
+            wanted[key] = MAX_CSV
     plain = []
     for key, limit in sorted(wanted.items()):
         if listing[key].size > limit:

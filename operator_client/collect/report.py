@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import KctlTrainError
 from ..runstore import checkpoint_log, monitor, runinfo
+from ..runstore.documents import Document
 from ..runstore.metrics import KEY as METRICS_KEY
 from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
@@ -163,8 +164,7 @@ def build(directory: Path) -> Report:
         if ranked:
             value, step = min(ranked)
             best = {"step": step, "metric": monitored, "value": value}
-    claimed = [c for p in sorted((directory / runinfo.ATTEMPTS).glob("*.json"))
-               if (c := _number(_document(p, ignored).get("claimed"))) is not None]  # fmt: skip
+    claimed = _claimed(sorted((directory / runinfo.ATTEMPTS).glob("*.json")), ignored)
     success: dict[str, Any] = _object(summary.get("success"))
     train = None
     finished = _number(success.get("finished"))
@@ -219,17 +219,18 @@ def _number(value: Any) -> float | None:
     return _float(str(value))
 
 
-def _document(path: Path, ignored: list[str]) -> dict[str, Any]:
-    """A JSON object a pod wrote ({} when it is not one: then why, in `ignored`)."""
-    try:
-        found = read_json(path)
-    except (OSError, ValueError) as exc:
-        ignored.append(f"{path}: {exc}")
-        return {}
-    if not isinstance(found, dict):
-        ignored.append(f"{path}: not a JSON object")
-        return {}
-    return found
+def _claimed(paths: list[Path], ignored: list[str]) -> list[float]:
+    """When each attempt claimed the run, from its file (a pod's: one of another shape is
+    passed over, why in `ignored`)."""
+    claimed = []
+    for path in paths:
+        try:
+            doc = Document(read_json(path), str(path))
+            if doc.has("claimed"):
+                claimed.append(doc.number("claimed"))
+        except (OSError, ValueError) as exc:
+            ignored.append(str(exc))
+    return claimed
 
 
 def _saves(path: Path, ignored: list[str]) -> list[dict[str, str]]:

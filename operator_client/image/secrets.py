@@ -152,7 +152,7 @@ def _shapes(line: str) -> list[str]:
     return [kind for pattern, kind in CREDENTIAL_SHAPES if pattern.search(line)]
 
 
-def _stream_scan(path: Path, shown: str, whole: bool) -> list[tuple[str, int, str]]:
+def _stream_scan(path: Path, shown: str, whole: bool) -> set[tuple[str, int, str]]:
     """(path shown, line, kind) of every hit in `path` read as streams; `whole`: the
     scanner already read the file itself, so only its structure is looked at here."""
     from detect_secrets.settings import get_plugins
@@ -164,12 +164,12 @@ def _stream_scan(path: Path, shown: str, whole: bool) -> list[tuple[str, int, st
             name = shown + member
             for number, line in enumerate(lines, 1):
                 hits |= {(name, number, kind) for kind in _shapes(line)}
-                for plugin in plugins if (member or not whole) else ():
+                for plugin in plugins:
                     found = plugin.analyze_line(filename=name, line=line, line_number=number)
                     hits |= {(name, number, str(s.type)) for s in found}
     except (OSError, ValueError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
         hits.add((shown, 0, f"an archive the scanner cannot open ({exc})"))
-    return sorted(hits)
+    return hits
 
 
 def scan(workspace: Workspace) -> list[Found]:
@@ -201,7 +201,7 @@ def scan(workspace: Workspace) -> list[Found]:
                     collection = SecretsCollection(root=str(workspace.root))
                     collection.scan_file(entry.path)
                     hits = {(entry.path, s.line_number, s.type) for _, s in collection}
-                hits |= set(_stream_scan(path, entry.path, whole))
+                hits |= _stream_scan(path, entry.path, whole)
                 cache[entry.sha256] = [list(hit) for hit in sorted(hits)]
                 found += [Found(p, line, kind) for p, line, kind in sorted(hits)]
         _save_cache(version, cache)

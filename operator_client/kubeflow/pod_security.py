@@ -54,7 +54,7 @@ def _quote(items: Iterable[str]) -> str:
     return ", ".join(f'"{item}"' for item in items)
 
 
-def _containers(spec: Pod) -> list[Mapping[str, Any]]:
+def containers(spec: Pod) -> list[Mapping[str, Any]]:
     """Init, regular and ephemeral containers, in that order (visitor.go)."""
     return [
         c
@@ -63,7 +63,8 @@ def _containers(spec: Pod) -> list[Mapping[str, Any]]:
     ]
 
 
-def _sc(item: Mapping[str, Any]) -> Mapping[str, Any]:
+def security_context(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The securityContext of a pod spec or a container ({} when none)."""
     return item.get("securityContext") or {}
 
 
@@ -86,12 +87,12 @@ def app_armor(meta: Meta, spec: Pod) -> Result:
         return None if profile is None or kind in ("RuntimeDefault", "Localhost") else str(kind)
 
     values: set[str] = set()
-    pod_bad = bad(_sc(spec).get("appArmorProfile"))
+    pod_bad = bad(security_context(spec).get("appArmorProfile"))
     if pod_bad is not None:
         values.add(pod_bad)
     names = []
-    for c in _containers(spec):
-        value = bad(_sc(c).get("appArmorProfile"))
+    for c in containers(spec):
+        value = bad(security_context(c).get("appArmorProfile"))
         if value is not None:
             names.append(c["name"])
             values.add(value)
@@ -118,8 +119,8 @@ def app_armor(meta: Meta, spec: Pod) -> Result:
 
 def capabilities_baseline(meta: Meta, spec: Pod) -> Result:
     names, added = [], set()
-    for c in _containers(spec):
-        extra = {str(a) for a in (_sc(c).get("capabilities") or {}).get("add") or []}
+    for c in containers(spec):
+        extra = {str(a) for a in (security_context(c).get("capabilities") or {}).get("add") or []}
         extra -= BASELINE_CAPABILITIES
         if extra:
             names.append(c["name"])
@@ -144,7 +145,7 @@ def host_path_volumes(meta: Meta, spec: Pod) -> Result:
 
 def host_ports(meta: Meta, spec: Pod) -> Result:
     names, ports = [], set()
-    for c in _containers(spec):
+    for c in containers(spec):
         used = {str(p["hostPort"]) for p in c.get("ports") or [] if p.get("hostPort")}
         if used:
             names.append(c["name"])
@@ -159,7 +160,7 @@ def host_ports(meta: Meta, spec: Pod) -> Result:
 
 def host_probes(meta: Meta, spec: Pod) -> Result:
     names, hosts = set(), set()
-    for c in _containers(spec):
+    for c in containers(spec):
         handlers = [c.get(p) for p in ("livenessProbe", "readinessProbe", "startupProbe")]
         handlers += [(c.get("lifecycle") or {}).get(h) for h in ("postStart", "preStop")]
         for handler in filter(None, handlers):
@@ -178,7 +179,7 @@ def host_probes(meta: Meta, spec: Pod) -> Result:
 
 
 def privileged(meta: Meta, spec: Pod) -> Result:
-    names = [c["name"] for c in _containers(spec) if _sc(c).get("privileged") is True]
+    names = [c["name"] for c in containers(spec) if security_context(c).get("privileged") is True]
     if not names:
         return None
     return "privileged", f"{_named(names)} must not set securityContext.privileged=true"
@@ -186,8 +187,8 @@ def privileged(meta: Meta, spec: Pod) -> Result:
 
 def _proc_mount(spec: Pod) -> Result:
     names, kinds = [], set()
-    for c in _containers(spec):
-        kind = _sc(c).get("procMount")
+    for c in containers(spec):
+        kind = security_context(c).get("procMount")
         if kind is not None and kind != "Default":
             names.append(c["name"])
             kinds.add(str(kind))
@@ -222,8 +223,8 @@ def se_linux(meta: Meta, spec: Pod) -> Result:
                 flags[key] = wrong = True
         return wrong
 
-    pod_bad = bad(_sc(spec).get("seLinuxOptions"))
-    names = [c["name"] for c in _containers(spec) if bad(_sc(c).get("seLinuxOptions"))]
+    pod_bad = bad(security_context(spec).get("seLinuxOptions"))
+    names = [c["name"] for c in containers(spec) if bad(security_context(c).get("seLinuxOptions"))]
     setters = _setters(pod_bad, names)
     if not setters:
         return None
@@ -237,7 +238,7 @@ def _seccomp(spec: Pod, *, required: bool) -> Result:
     values: set[str] = set()
 
     def kind_of(item: Mapping[str, Any]) -> str | None:
-        profile = _sc(item).get("seccompProfile")
+        profile = security_context(item).get("seccompProfile")
         return None if profile is None else str(profile.get("type"))
 
     pod_kind = kind_of(spec)
@@ -245,7 +246,7 @@ def _seccomp(spec: Pod, *, required: bool) -> Result:
     if pod_bad:
         values.add(str(pod_kind))
     explicit, implicit = [], []
-    for c in _containers(spec):
+    for c in containers(spec):
         kind = kind_of(c)
         if kind is None:
             if pod_kind is None or pod_bad:
@@ -278,7 +279,7 @@ def seccomp_restricted(meta: Meta, spec: Pod) -> Result:
 def sysctls(meta: Meta, spec: Pod) -> Result:
     names = [
         str(s.get("name"))
-        for s in _sc(spec).get("sysctls") or []
+        for s in security_context(spec).get("sysctls") or []
         if s.get("name") not in SAFE_SYSCTLS
     ]
     return ("forbidden sysctls", ", ".join(names)) if names else None
@@ -286,9 +287,9 @@ def sysctls(meta: Meta, spec: Pod) -> Result:
 
 def windows_host_process(meta: Meta, spec: Pod) -> Result:
     def on(item: Mapping[str, Any]) -> bool:
-        return (_sc(item).get("windowsOptions") or {}).get("hostProcess") is True
+        return (security_context(item).get("windowsOptions") or {}).get("hostProcess") is True
 
-    setters = _setters(on(spec), [c["name"] for c in _containers(spec) if on(c)])
+    setters = _setters(on(spec), [c["name"] for c in containers(spec) if on(c)])
     if not setters:
         return None
     detail = f"{' and '.join(setters)} must not set securityContext.windowsOptions.hostProcess=true"
@@ -303,7 +304,9 @@ def allow_privilege_escalation(meta: Meta, spec: Pod) -> Result:
     if _windows(spec):
         return None
     names = [
-        c["name"] for c in _containers(spec) if _sc(c).get("allowPrivilegeEscalation") is not False
+        c["name"]
+        for c in containers(spec)
+        if security_context(c).get("allowPrivilegeEscalation") is not False
     ]
     if not names:
         return None
@@ -315,8 +318,8 @@ def capabilities_restricted(meta: Meta, spec: Pod) -> Result:
     if _windows(spec):
         return None
     missing, adding, added = [], [], set()
-    for c in _containers(spec):
-        caps = _sc(c).get("capabilities")
+    for c in containers(spec):
+        caps = security_context(c).get("capabilities")
         if caps is None or "ALL" not in (caps.get("drop") or []):
             missing.append(c["name"])
         extra = {str(a) for a in (caps or {}).get("add") or []} - {"NET_BIND_SERVICE"}
@@ -355,12 +358,14 @@ def restricted_volumes(meta: Meta, spec: Pod) -> Result:
 def run_as_non_root(meta: Meta, spec: Pod) -> Result:
     if _user_namespace(spec):
         return None
-    pod_value = _sc(spec).get("runAsNonRoot")
-    explicit = [c["name"] for c in _containers(spec) if _sc(c).get("runAsNonRoot") is False]
+    pod_value = security_context(spec).get("runAsNonRoot")
+    explicit = [
+        c["name"] for c in containers(spec) if security_context(c).get("runAsNonRoot") is False
+    ]
     implicit = [
         c["name"]
-        for c in _containers(spec)
-        if _sc(c).get("runAsNonRoot") is None and pod_value is not True
+        for c in containers(spec)
+        if security_context(c).get("runAsNonRoot") is None and pod_value is not True
     ]
     setters = _setters(pod_value is False, explicit)
     if setters:
@@ -375,8 +380,8 @@ def run_as_non_root(meta: Meta, spec: Pod) -> Result:
 def run_as_user(meta: Meta, spec: Pod) -> Result:
     if _user_namespace(spec):
         return None
-    names = [c["name"] for c in _containers(spec) if _sc(c).get("runAsUser") == 0]
-    setters = _setters(_sc(spec).get("runAsUser") == 0, names)
+    names = [c["name"] for c in containers(spec) if security_context(c).get("runAsUser") == 0]
+    setters = _setters(security_context(spec).get("runAsUser") == 0, names)
     return ("runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0") if setters else None
 
 
@@ -436,9 +441,11 @@ def refusal(pod: str, meta: Meta, spec: Pod, level: str) -> str | None:
 def kubelet_refusal(pod: str, namespace: str, spec: Pod, default_uid: int) -> str | None:
     """CreateContainerConfigError's message for a container that must run as non-root but
     would run as uid 0 (`default_uid`: the image's user when no runAsUser is set)."""
-    for c in _containers(spec):
-        non_root = _sc(c).get("runAsNonRoot", _sc(spec).get("runAsNonRoot"))
-        uid = _sc(c).get("runAsUser", _sc(spec).get("runAsUser"))
+    for c in containers(spec):
+        non_root = security_context(c).get(
+            "runAsNonRoot", security_context(spec).get("runAsNonRoot")
+        )
+        uid = security_context(c).get("runAsUser", security_context(spec).get("runAsUser"))
         if non_root is not True:
             continue
         if uid == 0:

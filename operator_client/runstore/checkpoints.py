@@ -389,8 +389,8 @@ def newest_complete(store: ObjectStore) -> Manifest | None:
     """The newest committed checkpoint whose files are all in the store at the sizes its
     manifest names, read from one listing: nothing is downloaded (the runtime verifies
     every byte when it resumes). What `apply` predicts a run resumes from."""
+    sizes = {o.key: o.size for o in store.list(PREFIX + "/")}
     for manifest in committed(store):
-        sizes = {o.key: o.size for o in store.list(manifest.key + "/")}
         if all(sizes.get(join_key(manifest.key, m.name)) == m.size for m in manifest.members):
             return manifest
     return None

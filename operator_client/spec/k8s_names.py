@@ -62,25 +62,30 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else f"{text[:60]}...' ({len(str(value))} characters)"
 
 
+def _dns_problem(
+    value: object, what: str, pattern: re.Pattern[str], most: int, form: str
+) -> str | None:
+    if isinstance(value, str) and len(value) <= most and pattern.fullmatch(value):
+        return None
+    return f"{what} {_shown(value)} is not a valid name: at most {most} {form}"
+
+
 def label_problem(value: object, what: str) -> str | None:
     """Why `value` is not a DNS-1123 label (a namespace, a volume's name), or None."""
-    if isinstance(value, str) and len(value) <= LABEL_MAX and _LABEL.fullmatch(value):
-        return None
-    return (
-        f"{what} {_shown(value)} is not a valid name: at most {LABEL_MAX} lowercase letters, "
-        "digits and '-', starting and ending with a letter or digit (DNS-1123 label)"
+    form = (
+        "lowercase letters, digits and '-', starting and ending with a letter or digit "
+        "(DNS-1123 label)"
     )
+    return _dns_problem(value, what, _LABEL, LABEL_MAX, form)
 
 
 def subdomain_problem(value: object, what: str) -> str | None:
     """Why `value` is not a DNS-1123 subdomain (an object's name), or None."""
-    if isinstance(value, str) and len(value) <= SUBDOMAIN_MAX and _SUBDOMAIN.fullmatch(value):
-        return None
-    return (
-        f"{what} {_shown(value)} is not a valid name: at most {SUBDOMAIN_MAX} lowercase "
-        "letters, digits, '-' and '.', each dot-separated part starting and ending with a "
-        "letter or digit (DNS-1123 subdomain)"
+    form = (
+        "lowercase letters, digits, '-' and '.', each dot-separated part starting and "
+        "ending with a letter or digit (DNS-1123 subdomain)"
     )
+    return _dns_problem(value, what, _SUBDOMAIN, SUBDOMAIN_MAX, form)
 
 
 def config_key_problem(value: object, what: str) -> str | None:

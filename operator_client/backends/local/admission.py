@@ -32,14 +32,10 @@ def level_of(given: str | None) -> str:
     return level
 
 
-def _sc(item: Mapping[str, Any]) -> Mapping[str, Any]:
-    return item.get("securityContext") or {}
-
-
 def unhonoured(spec: Mapping[str, Any]) -> list[str]:
     """The fields of a pod spec that a pod sandbox cannot do as a node would, by name."""
     found = []
-    pod = _sc(spec)
+    pod = pss.security_context(spec)
     if pod.get("supplementalGroups"):
         found.append("securityContext.supplementalGroups: a local pod gets no supplementary group")
     fs_group = pod.get("fsGroup")
@@ -50,10 +46,8 @@ def unhonoured(spec: Mapping[str, Any]) -> list[str]:
         )
     if pod.get("sysctls"):
         found.append("securityContext.sysctls: a local pod's kernel settings are this machine's")
-    for where, context in [("pod", _sc(spec))] + [
-        (f"container {c.get('name')!r}", _sc(c))
-        for key in ("initContainers", "containers")
-        for c in spec.get(key) or []
+    for where, context in [("pod", pod)] + [
+        (f"container {c.get('name')!r}", pss.security_context(c)) for c in pss.containers(spec)
     ]:
         added = (context.get("capabilities") or {}).get("add") or []
         if added:

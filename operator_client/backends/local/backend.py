@@ -56,6 +56,7 @@ from .launch import load_mode, save_mode
 from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
+from .sandbox.relay import loopback_port
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .supervisor import restart_delays
 
@@ -589,8 +590,6 @@ def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -
 def _endpoint_findings(location: StorageLocation | None) -> list[Finding]:
     """An S3 endpoint on this machine's loopback is relayed into the pods only when it
     answers as the job's store: the relay never opens a path to any other local port."""
-    from .sandbox.relay import loopback_port
-
     if location is None or loopback_port(location.endpoint) is None:
         return []
     try:

@@ -419,6 +419,8 @@ def _storage_budget(
 ) -> tuple[Path | None, int]:
     """The job's run directory on this machine's disk (None: its store is not file://)
     and the bytes its pods may write there: the sum of their ephemeral-storage limits."""
+    # Here: backend.py imports this module, and the pod description loads the spec's
+    # quantity parser (pydantic), which the commands that only look at jobs never load.
     from .sandbox.podspec import ephemeral_limit
 
     location = StorageLocation.of(workload.manifest)
