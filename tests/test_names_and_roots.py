@@ -55,7 +55,11 @@ def test_a_local_job_directory_is_one_component_of_its_root(namespace: str, name
         JobDir.of(namespace, name, Path("/nonexistent"))
 
 
-@pytest.mark.parametrize("command", [["delete"], ["status"], ["chaos", "_", "kill", "master-0"]])
+@pytest.mark.parametrize(
+    "command",
+    [["delete"], ["status"], ["chaos", "_", "kill", "master-0"],
+     ["collect", "_", "--from", "file:///nonexistent/store"]],
+)  # fmt: skip
 def test_the_cli_refuses_a_name_that_leaves_the_home(tmp_path: Path, command: list[str]) -> None:
     victim = tmp_path / "victim"
     victim.mkdir()
