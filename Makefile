@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-client
 
-.PHONY: venv demo test lint bench clean system-packages image image-if-possible image-test
+.PHONY: venv demo test lint bench clean system-packages image image-if-possible image-test cluster cluster-if-possible cluster-down
 
 # torch first and pinned, so the version is known. From PyPI it is the CUDA build (~3 GB,
 # cached by pip after the first download; it runs on the CPU too); a machine with a CPU
@@ -68,13 +68,14 @@ lint: $(STAMP)
 
 # The image is built before the suite where it can be (root here and in CI: buildah), so
 # tests/test_image.py runs the quickstart from it; elsewhere that test skips, saying why.
-test: lint $(SCAN_STAMP) $(TORCHX_STAMP) $(ORACLE_STAMP) system-packages image-if-possible
+test: lint $(SCAN_STAMP) $(TORCHX_STAMP) $(ORACLE_STAMP) system-packages image-if-possible \
+		cluster-if-possible
 	$(BIN)/pytest -n 2
 
 # Debian packages the tests use, installed in one apt-get run where missing (root only):
 # iproute2 for pod sandboxes, buildah and debootstrap for the trainer image, docker-registry
 # and apache2-utils (htpasswd) for the registry the build tests push to.
-PACKAGES := iproute2:ip buildah:buildah debootstrap:debootstrap docker-registry:docker-registry \
+PACKAGES := iproute2:ip openssl:openssl curl:curl buildah:buildah debootstrap:debootstrap docker-registry:docker-registry \
 	apache2-utils:htpasswd
 
 system-packages:
@@ -104,3 +105,18 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(SCAN) $(TORCHX) $(ORACLE) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# A real Kubernetes control plane with the training-operator and simulated GPU node pools,
+# built from upstream's Go modules and run as host processes (root, no Docker): cluster/.
+cluster: system-packages
+	cluster/up.sh
+
+# For make test: the cluster where it can run (root, Go and its module proxy). Elsewhere, or
+# when it does not start, tests/e2e's cluster tests skip saying why; under CI=true they fail.
+cluster-if-possible: system-packages
+	@if [ "$$(id -u)" = 0 ] && command -v go >/dev/null; then \
+		cluster/up.sh || [ "$$CI" != true ] || exit 1; \
+	else echo "not starting the cluster (needs root and Go with the module proxy)"; fi
+
+cluster-down:
+	cluster/down.sh

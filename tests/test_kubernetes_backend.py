@@ -536,3 +536,34 @@ def test_a_trainer_only_cluster_lists_its_trainjobs_and_one_without_either_says_
     api.state.other_crds.clear()
     code, _, err = run(capsys, "status")
     assert code != 0 and "neither the PyTorchJob nor the TrainJob CRD is installed" in err
+
+
+def test_pods_the_operator_could_not_create_show_why_while_they_are_missing(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator's Warning events on the job (its FailedCreatePod: admission refused a
+    pod) show in status while the job has fewer pods than it asks for, and only then."""
+    assert run(capsys, "apply", str(write(tmp_path)))[0] == 0
+    api.set_conditions("default", "train", "Created")
+    api.state.pods.append(pod("train-master-0"))
+    refused = (
+        'Error creating: pods "train-worker-0" is forbidden: exceeded quota: one-pod, '
+        "requested: pods=1, used: pods=1, limited: pods=1"
+    )
+    api.state.pod_events["train"] = [
+        {"type": "Warning", "reason": "FailedCreatePod", "message": refused},
+        {"type": "Warning", "reason": "FailedCreatePod", "message": refused},
+    ]
+    code, out, _ = run(capsys, "status", "train")
+    assert code == 0
+    assert out.count(f"FailedCreatePod: {refused}") == 1, out
+    api.state.pods.append(pod("train-worker-0"))
+    assert "FailedCreatePod" not in run(capsys, "status", "train")[1]
+
+
+@pytest.mark.parametrize("flag", ["client", "server"])
+def test_a_dry_run_with_o_name_prints_only_the_name(
+    api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    code, out, _ = run(capsys, "apply", str(write(tmp_path)), f"--dry-run={flag}", "-o", "name")
+    assert (code, out) == (0, "pytorchjob.kubeflow.org/train\n")

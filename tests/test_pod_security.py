@@ -21,6 +21,7 @@ from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
 from operator_client.spec import SpecError, load_job
 
+from .conftest import ROOT
 from .test_trainer_runtimes import KCTL, RUNTIMES, TORCH, runtime, trainjob
 
 EXAMPLES = sorted(Path("examples").glob("*.yaml"))
@@ -151,8 +152,8 @@ def test_kctl_trains_own_jobs_pass_restricted(example: Path, operator: str) -> N
     workload = workload_of(manifest)
     errors = [f for f in admission_findings(workload, "restricted", 10001) if f.level == "error"]
     if "IPC_LOCK" in yaml.safe_dump(manifest):
-        # RDMA needs IPC_LOCK: a namespace for these pools enforces baseline at most, and a
-        # local pod gets no capability; both are said.
+        # RDMA needs IPC_LOCK, which baseline refuses too: these pools' namespaces are
+        # privileged (the real API server says the same: tests/e2e/test_cluster.py).
         assert errors and all("IPC_LOCK" in e.message for e in errors), errors
     else:
         assert errors == [], errors
@@ -252,3 +253,36 @@ def test_kctl_trains_own_security_context_is_honoured_whole() -> None:
     container = {"name": "c", "securityContext": container_security_context()}
     spec = {"securityContext": pod_security_context(), "containers": [container]}
     assert unhonoured(spec) == []
+
+
+NAMESPACE_LEVELS = [
+    (None, False),
+    ("privileged", False),
+    ("baseline", True),
+    ("restricted", True),
+]
+
+
+@pytest.mark.parametrize(("level", "refused"), NAMESPACE_LEVELS)
+@pytest.mark.parametrize("example", ["eks-elastic-efa", "aks-a100"])
+def test_the_cluster_preflight_applies_the_namespaces_enforce_label(
+    level: str | None, refused: bool, example: str
+) -> None:
+    """The Kubernetes preflight checks a PyTorchJob's pods at the level its namespace
+    enforces; only the RDMA example adds IPC_LOCK, which baseline and restricted refuse."""
+    from operator_client.backends.kubernetes.preflight import admission_findings as cluster
+
+    manifest = render(load_job(ROOT / "examples" / f"{example}.yaml").job)
+    labels = {} if level is None else {"pod-security.kubernetes.io/enforce": level}
+    namespace = {"metadata": {"name": "ns", "labels": labels}}
+    found = cluster(namespace, manifest)
+    if refused and example == "eks-elastic-efa":
+        (finding,) = found
+        assert finding.level == "error" and finding.bad_input
+        assert finding.message.startswith(
+            f'pods "llm-pretrain-worker-0" is forbidden: violates PodSecurity "{level}:latest": '
+        )
+        assert "IPC_LOCK" in finding.message
+        assert f"namespace ns enforces Pod Security {level!r}" in finding.message
+    else:
+        assert found == []

@@ -161,6 +161,9 @@ class JobView:
     runs_as: str = ""  # how the backend runs the replicas, where it has a choice
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)  # for -o yaml|json
     kind: str = "PyTorchJob"  # or TrainJob
+    # Why pods the job asks for do not exist, one line each: the operator's Warning events
+    # on the job (admission refused a pod, a quota is spent), while pods are missing.
+    problems: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -450,8 +453,9 @@ def new_events(view: JobView, seen: set[Any]) -> Iterator[Event]:
         if cond.holds and key not in seen:
             seen.add(key)
             yield ConditionReached(cond)
-    for replica in view.replicas:
-        for text in replica.problems:
-            if (replica.name, text) not in seen:
-                seen.add((replica.name, text))
-                yield ReplicaNote(replica.name, text)
+    notes = [(view.name, text) for text in view.problems]
+    notes += [(r.name, text) for r in view.replicas for text in r.problems]
+    for who, text in notes:
+        if (who, text) not in seen:
+            seen.add((who, text))
+            yield ReplicaNote(who, text)

@@ -7,9 +7,9 @@ import argparse
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..contract import FAULTS, Progress
 from ..errors import (
@@ -100,10 +100,10 @@ def apply(args: argparse.Namespace) -> int:
     submitted = handle.submitted
     if submitted is None:  # --dry-run=client
         assert handle.manifest is not None
-        output.objects(handle.manifest, "json" if args.output == "json" else "yaml")
+        _dry_run_output(args.output, handle.manifest)
         return EXIT_OK
     if submitted.dry_run:
-        output.objects(submitted.object, "json" if args.output == "json" else "yaml")
+        _dry_run_output(args.output, submitted.object)
         console.info(f"(server dry run: checked by the {client.info.name} backend, nothing stored)")
         if submitted.note:
             console.info(submitted.note)
@@ -324,6 +324,15 @@ def report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _dry_run_output(fmt: str | None, body: Mapping[str, Any]) -> None:
+    """What a dry run prints: with `-o name` the object's resource/name only, as kubectl
+    prints it; else the object (YAML unless -o json)."""
+    if fmt == "name":
+        print(f"{kind_of(body).resource}/{body.get('metadata', {}).get('name', '?')}")
+    else:
+        output.objects(body, "json" if fmt == "json" else "yaml")
+
+
 def doctor(args: argparse.Namespace) -> int:
     """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
     from ..client.jobs import trainjob_manifest
@@ -422,7 +431,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="none",
         help="client: print the manifest only; server: also check it can start, start nothing",
     )
-    flags.output(cmd, ("name", "yaml", "json"), "what to print")
+    cmd.add_argument(
+        "-o",
+        "--output",
+        choices=("name", "yaml", "json"),
+        help="what to print (default: the job's name; with --dry-run, the object as YAML)",
+    )
     flags.operator(cmd)
     flags.runtime(cmd)
     cmd.set_defaults(handler=apply)

@@ -51,6 +51,8 @@ def job_detail(view: JobView) -> None:
     print(
         f"{view.kind.lower()}/{view.name}{where}  {view.state}  {age(view.started, view.completed)}"
     )
+    for problem in view.problems:
+        print(f"  {problem}")
     print(f"{'REPLICA':<14}{'PHASE':<12}{'RESTARTS':<10}{'EXIT':<6}NODE")
     for r in view.replicas:
         code = "-" if r.exit_code is None else str(r.exit_code)

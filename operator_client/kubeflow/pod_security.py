@@ -12,7 +12,10 @@ Also the kubelet's own refusal of a container that asks for non-root and names u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .workload import Workload
 
 BASELINE, RESTRICTED = "baseline", "restricted"
 LEVELS = (BASELINE, RESTRICTED)
@@ -436,6 +439,19 @@ def refusal(pod: str, meta: Meta, spec: Pod, level: str) -> str | None:
         return None
     detail = ", ".join(f"{reason} ({why})" if why else reason for reason, why in found)
     return f'pods "{pod}" is forbidden: violates PodSecurity "{level}:latest": {detail}'
+
+
+def group_refusals(workload: Workload, level: str) -> dict[str, str]:
+    """The API server's refusal of each pod group it would refuse at `level`, by replica
+    type (every pod of a group has the same template: its first pod names it)."""
+    found = {}
+    for group in workload.groups:
+        template = group.template
+        pod = workload.pod_name(group.type, 0)
+        meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+        if (refused := refusal(pod, meta, spec, level)) is not None:
+            found[group.type] = refused
+    return found
 
 
 def kubelet_refusal(pod: str, namespace: str, spec: Pod, default_uid: int) -> str | None:

@@ -425,13 +425,13 @@ class Api:
             grouped.setdefault(key, []).append(pod)
         return grouped
 
-    def warnings(self, namespace: str, pod: str) -> list[str]:
-        """A pod's Warning events as `Reason: message` lines, oldest first."""
+    def warnings(self, namespace: str, name: str, kind: str = "Pod") -> list[str]:
+        """An object's Warning events as `Reason: message` lines, oldest first."""
         body = self.raw(
-            f"events of {pod}",
+            f"events of {name}",
             self.core.list_namespaced_event,
             namespace,
-            field_selector=f"involvedObject.name={pod},type=Warning",
+            field_selector=f"involvedObject.kind={kind},involvedObject.name={name},type=Warning",
         )
         return [f"{e.get('reason', '?')}: {e.get('message', '')}" for e in body.get("items", [])]
 

@@ -145,20 +145,26 @@ class KubernetesBackend(Backend):
         self._wait_gone(kind, namespace, name, grace)
 
     def _wait_gone(self, kind: Kind, namespace: str, name: str, grace: int) -> None:
-        """Until the job is gone: its pods get `grace` seconds after SIGTERM, the garbage
-        collector a minute more; ClusterError past that, saying what still holds it."""
+        """Until the job and its pods are gone: the pods get `grace` seconds after SIGTERM,
+        the garbage collector a minute more; ClusterError past that, saying what still
+        holds it. The pods are waited for too: a real cluster's garbage collector can let
+        the job go first (seen with training-operator v1.9 and Kubernetes 1.36, whose
+        operator even makes a pod again while its job is being deleted)."""
         deadline = time.monotonic() + grace + GONE_MARGIN
         said = 0.0
-        while (obj := self.api.find(namespace, name, (kind,))) is not None:
+        while True:
+            obj = self.api.find(namespace, name, (kind,))
+            pods = self._pods_or([], kind, namespace, name)
+            if obj is None and not pods:
+                return
             now = time.monotonic()
             if now > deadline:
                 raise ClusterError(
                     f"{kind.short}/{name} is still terminating after {grace + GONE_MARGIN:.0f}s "
-                    f"({_holding(obj, self._pods_or([], kind, namespace, name))}); "
-                    f"kubectl get {kind.plural} {name} -o yaml shows what holds it"
+                    f"({_holding(obj, pods)}); kubectl get {kind.plural} {name} -o yaml and "
+                    f"kubectl get pods -l {kind.job_label}={name} show what holds it"
                 )
             if now - said >= 10:
-                pods = self._pods_or([], kind, namespace, name)
                 self.say(f"{kind.short}/{name} terminating: {_holding(obj, pods)}")
                 said = now
             time.sleep(1)
@@ -168,7 +174,8 @@ class KubernetesBackend(Backend):
         if obj is None:
             return None
         pods = self.api.pods(kind_of(obj), namespace, name)
-        return self._view(obj, pods, raw={**obj, "pods": pods})
+        problems = self._job_warnings(obj, pods)
+        return self._view(obj, pods, raw={**obj, "pods": pods}, problems=problems)
 
     def list(self, namespace: str | None = None) -> list[JobView]:
         jobs = self.api.list_jobs(namespace)
@@ -194,8 +201,10 @@ class KubernetesBackend(Backend):
         pods: Pods,
         raw: Mapping[str, Any] | None = None,
         warnings: Warnings | None = None,
+        problems: tuple[str, ...] = (),
     ) -> JobView:
-        """The job and its pods; `warnings` (by pod) join the pods' problems."""
+        """The job and its pods; `warnings` (by pod) join the pods' problems, `problems`
+        are the job's own."""
         meta = obj["metadata"]
         kind = kind_of(obj)
         conditions = conditions_of(obj)
@@ -232,6 +241,7 @@ class KubernetesBackend(Backend):
             ended=state in lc.FINISHED,
             raw=obj if raw is None else raw,
             kind=kind.kind,
+            problems=problems,
         )
 
     def watch(
@@ -257,6 +267,7 @@ class KubernetesBackend(Backend):
         obj: dict[str, Any] | None = None
         pods: Pods = []
         warnings: Warnings = {}
+        problems: tuple[str, ...] = ()
         seen: set[Any] = set()
         progress: Progress | None = None
         listed = 0.0
@@ -280,11 +291,12 @@ class KubernetesBackend(Backend):
                 if _finished(obj) or now - listed >= (PODS_EVERY if pods else 0.5):
                     pods, listed = self._pods_or(pods, kind, namespace, name), now
                     warnings = self._warnings(namespace, pods)
+                    problems = self._job_warnings(obj, pods)
                     found = self._progress(kind, namespace, pods)
                     if found is not None and found != progress:
                         progress = found
                         yield ProgressReport(found)
-                view = self._view(obj, pods, warnings=warnings)
+                view = self._view(obj, pods, warnings=warnings, problems=problems)
                 yield from new_events(view, seen)
                 yield JobChanged(view)
                 if view.ended:
@@ -317,6 +329,19 @@ class KubernetesBackend(Backend):
                     namespace, pod["metadata"]["name"]
                 )
         return found
+
+    def _job_warnings(self, obj: Mapping[str, Any], pods: Pods) -> tuple[str, ...]:
+        """While the job has fewer pods than it asks for: the operator's Warning events on
+        the job (FailedCreatePod: admission refused a pod, a quota is spent), newest last,
+        each once."""
+        if len(pods) >= replica_count(obj) or lc.state_of(obj) in lc.FINISHED:
+            return ()
+        meta = obj["metadata"]
+        try:
+            lines = self.api.warnings(meta.get("namespace", "default"), meta["name"], obj["kind"])
+        except ClusterError:
+            return ()
+        return tuple(dict.fromkeys(lines))[-3:]
 
     def _progress(self, kind: Kind, namespace: str, pods: Pods) -> Progress | None:
         """The newest progress line in the last lines of the first running replica."""
@@ -462,10 +487,13 @@ def _state(obj: Mapping[str, Any] | None) -> str:
     return f"{kind.short}/{name} is {lc.state_of(obj)}"
 
 
-def _holding(obj: Mapping[str, Any], pods: Pods) -> str:
-    """What keeps a terminating job: its finalizers and the pods still there."""
-    finalizers = ", ".join(obj.get("metadata", {}).get("finalizers") or []) or "none"
+def _holding(obj: Mapping[str, Any] | None, pods: Pods) -> str:
+    """What keeps a terminating job: its finalizers (or that the job itself is gone) and
+    the pods still there."""
     names = ", ".join(p["metadata"]["name"] for p in pods) or "none"
+    if obj is None:
+        return f"the job is gone; pods left: {names}"
+    finalizers = ", ".join(obj.get("metadata", {}).get("finalizers") or []) or "none"
     return f"finalizers: {finalizers}; pods left: {names}"
 
 

@@ -17,8 +17,10 @@ from typing import Any
 from kubernetes import client
 
 from ...errors import ClusterError
+from ...kubeflow import pod_security as pss
 from ...kubeflow import pytorchjob as pj
 from ...kubeflow import trainjob as tj
+from ...kubeflow.workload import workload_of
 from ..base import Finding
 from .api import Api
 
@@ -32,6 +34,7 @@ TRAINER_INSTALL = (
 )
 TRAINJOB_CRD = f"{tj.PLURAL}.{tj.GROUP}"
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 RUNTIME_INSTALL = (
     "kubectl apply --server-side -f manifests/trainer-v2/cluster-training-runtime.yaml"
 )
@@ -149,13 +152,34 @@ def access_findings(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
     return findings
 
 
+def admission_findings(namespace: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[Finding]:
+    """An error for each PyTorchJob pod group the namespace's Pod Security admission
+    (its `enforce` label) would refuse: the operator's pod creations would fail with these
+    words and the job would wait forever. The operator's own additions (the v1 operator's
+    init container for workers) are its configuration's, not checked here."""
+    level = (namespace.get("metadata", {}).get("labels") or {}).get(PSA_ENFORCE)
+    if manifest["kind"] != pj.KIND or level not in pss.LEVELS:
+        return []
+    name = namespace["metadata"]["name"]
+    return [
+        Finding(
+            "error",
+            f"{refusal}: namespace {name} enforces Pod Security {level!r}; run the job where "
+            "its pods are admitted, or change what the refusal names",
+            bad_input=True,
+        )
+        for refusal in pss.group_refusals(workload_of(manifest), level).values()
+    ]
+
+
 def preflight(backend: Api, manifest: Mapping[str, Any]) -> list[Finding]:
     """Everything checkable before an apply; errors first."""
     namespace = manifest["metadata"]["namespace"]
     findings = operator_findings(backend, manifest["kind"])
     findings += schema_findings(backend, manifest)
     try:
-        backend.raw(f"namespace {namespace}", backend.core.read_namespace, namespace)
+        found = backend.raw(f"namespace {namespace}", backend.core.read_namespace, namespace)
+        findings += admission_findings(found, manifest)
     except ClusterError as exc:
         if exc.code == 404:
             findings.append(

@@ -68,13 +68,12 @@ def admission_findings(workload: Workload, level: str, default_uid: int) -> list
     """An error for each pod group the API server, the kubelet or a pod sandbox would
     refuse (the first pod of each names it), and which level was enforced."""
     findings = [Finding("info", f"pod security: {level} (--pod-security)")]
+    refused = pss.group_refusals(workload, level)
     for group in workload.groups:
-        template = group.template
-        meta, spec = template.get("metadata") or {}, template.get("spec") or {}
+        spec = group.template.get("spec") or {}
         pod = workload.pod_name(group.type, 0)
-        refusal = pss.refusal(pod, meta, spec, level)
-        if refusal:
-            findings.append(Finding("error", refusal, bad_input=True))
+        if group.type in refused:
+            findings.append(Finding("error", refused[group.type], bad_input=True))
             continue
         kubelet = pss.kubelet_refusal(pod, workload.namespace, spec, default_uid)
         if kubelet:

@@ -1,0 +1,110 @@
+"""The real cluster of `make cluster` (cluster/up.sh) as the e2e suite sees it.
+
+Its tests run kctl-train as the namespaced user (`.cluster/user.kubeconfig`, bound to the
+shipped manifests/rbac Role) and look at what the controllers did with the admin's kubectl,
+the one built from k8s.io/kubernetes with the cluster. No cluster: they skip, saying why and
+how to start one; under CI=true they fail instead, as the CRD tests do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ..conftest import ROOT
+
+STATE = Path(os.environ.get("CLUSTER_DIR", ROOT / ".cluster"))
+NAMESPACE = "kctl-e2e"
+KCTL = ROOT / ".venv" / "bin" / "kctl-train"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The running cluster: its kubeconfigs and its kubectl."""
+
+    admin: Path
+    user: Path
+    kubectl_bin: Path
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """kubectl as the cluster's admin."""
+        return subprocess.run(
+            [str(self.kubectl_bin), "--kubeconfig", str(self.admin), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=check,
+        )
+
+    def get(self, *args: str) -> dict[str, Any]:
+        """`kubectl get ... -o json` as the admin, parsed."""
+        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+    def kctl(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """kctl-train as the namespaced user, in the e2e namespace."""
+        env = {**os.environ, "KUBECONFIG": str(self.user), "NO_COLOR": "1"}
+        return subprocess.run(
+            [str(KCTL), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=ROOT,
+        )
+
+
+def _unavailable() -> str | None:
+    for path in (STATE / "kubeconfig", STATE / "user.kubeconfig", STATE / "bin" / "kubectl"):
+        if not path.is_file():
+            return f"{path} is missing"
+    ready = subprocess.run(
+        [
+            str(STATE / "bin" / "kubectl"),
+            "--kubeconfig",
+            str(STATE / "kubeconfig"),
+            "get",
+            "--raw",
+            "/readyz",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if ready.returncode != 0:
+        return f"its API server does not answer: {ready.stderr.strip() or ready.stdout.strip()}"
+    return None
+
+
+def connect() -> Cluster:
+    """The running cluster; skips (fails under CI=true) when there is none."""
+    reason = _unavailable()
+    if reason:
+        message = (
+            f"no cluster from `make cluster` ({reason}); start one with `make cluster` "
+            "(root, Go 1.26 and its module proxy)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return Cluster(STATE / "kubeconfig", STATE / "user.kubeconfig", STATE / "bin" / "kubectl")
+
+
+def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
+    """Poll `probe` until it returns something other than None; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} after {timeout:.0f} s")
+        time.sleep(0.5)

@@ -1,0 +1,206 @@
+"""kctl-train against the real cluster of `make cluster`: the real API server (RBAC, Pod
+Security, server-side apply and dry runs, its own error words), the real training-operator
+making the pods, and the real scheduler placing them on simulated GPU node pools (kwok).
+
+Every command runs as the namespaced user the shipped manifests/rbac describes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from ..conftest import ROOT
+from .cluster import NAMESPACE, Cluster, connect, eventually
+
+# The examples whose GPU pods land on a simulated pool: example, its namespace, the pool's
+# node label. RDMA jobs (EFA, InfiniBand) add IPC_LOCK: only a privileged namespace admits them.
+HPC = "kctl-e2e-hpc"
+POOLS = {
+    "gke-h100-4x8": (NAMESPACE, "cloud.google.com/gke-nodepool", "a3-highgpu"),
+    "eks-elastic-efa": (HPC, "eks.amazonaws.com/nodegroup", "p5-48xlarge"),
+    "aks-a100": (NAMESPACE, "kubernetes.azure.com/agentpool", "a100pool"),
+    "onprem-infiniband": (HPC, "node-role.kubernetes.io/gpu", "true"),
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Cluster:
+    return connect()
+
+
+def _pods(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    selector = f"training.kubeflow.org/job-name={job}"
+    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
+    return items
+
+
+def _apply(cluster: Cluster, example: str, namespace: str = NAMESPACE) -> None:
+    done = cluster.kctl(
+        "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace"
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+
+
+def _rendered(cluster: Cluster, example: str, namespace: str) -> dict[str, Any]:
+    done = cluster.kctl(
+        "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
+        "--dry-run=client", "-o", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job: dict[str, Any] = json.loads(done.stdout)
+    return job
+
+
+def _placed(cluster: Cluster, job: str, namespace: str, count: int) -> list[dict[str, Any]] | None:
+    pods = _pods(cluster, job, namespace)
+    if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
+        return pods
+    return None
+
+
+def test_preflight_runs_against_the_real_rbac(cluster: Cluster) -> None:
+    done = cluster.kctl(
+        "doctor", "examples/gke-h100-4x8.yaml", "-n", NAMESPACE, "--force-namespace"
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "pytorchjob/resnet50-ddp: the kubernetes backend is ready for it" in done.stdout
+    # The Role grants no Secret reads, and the preflight says so rather than guessing.
+    assert "Secrets regcred not checked: you may not read Secrets in kctl-e2e" in done.stderr
+
+
+def test_outside_its_namespace_the_user_is_refused_before_anything_is_sent(
+    cluster: Cluster,
+) -> None:
+    done = cluster.kctl("apply", "examples/quickstart.yaml", "-n", "default", "--force-namespace")
+    assert done.returncode == 1
+    assert "you may not create pytorchjobs in namespace default" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_servers_own_words_reach_the_user(cluster: Cluster) -> None:
+    done = cluster.kctl("status", "quickstart", "-n", "kube-system")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert 'cannot get resource "pytorchjobs" in API group "kubeflow.org"' in done.stderr, (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in (ROOT / "examples").glob("*.yaml")))
+def test_every_example_passes_a_server_side_dry_run(cluster: Cluster, example: str) -> None:
+    namespace = POOLS.get(example, (NAMESPACE,))[0]
+    done = cluster.kctl(
+        "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
+        "--dry-run=server", "-o", "name",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("pytorchjob.kubeflow.org/"), done.stdout
+    assert "server dry run" in done.stderr
+
+
+@pytest.mark.parametrize("example", sorted(POOLS))
+def test_the_scheduler_puts_each_gpu_example_on_its_pool(cluster: Cluster, example: str) -> None:
+    """The real operator makes the pods, the real scheduler places them by the job's
+    selectors, tolerations and GPU requests; the simulated nodes run them."""
+    namespace, label, value = POOLS[example]
+    job = _rendered(cluster, example, namespace)
+    name = job["metadata"]["name"]
+    count = sum(s["replicas"] for s in job["spec"]["pytorchReplicaSpecs"].values())
+    _apply(cluster, example, namespace)
+    try:
+        pods = eventually(
+            lambda: _placed(cluster, name, namespace, count), 90, f"{count} placed pods of {name}"
+        )
+        for pod in pods:
+            node = cluster.get("node", pod["spec"]["nodeName"])
+            assert node["metadata"]["labels"].get(label) == value, pod["metadata"]["name"]
+
+        def running() -> bool | None:
+            shown = cluster.kctl("status", name, "-n", namespace).stdout
+            return True if shown.startswith(f"pytorchjob/{name}  Running") else None
+
+        eventually(running, 60, f"{name} Running in kctl-train status")
+        again = cluster.kctl(
+            "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace"
+        )  # fmt: skip
+        assert again.returncode == 0 and "unchanged" in again.stdout, again.stdout + again.stderr
+        assert name in cluster.kctl("list", "-n", namespace).stdout
+    finally:
+        gone = cluster.kctl("delete", name, "-n", namespace)
+    assert gone.returncode == 0, gone.stderr
+    # delete returns once the job and its pods are gone; the operator's cache may still
+    # make a pod for the job it has not yet seen go, which the garbage collector removes.
+    eventually(
+        lambda: True if not _pods(cluster, name, namespace) else None, 30, f"{name}'s pods gone"
+    )
+
+
+def test_the_preflight_refuses_what_pod_security_would_in_the_servers_words(
+    cluster: Cluster,
+) -> None:
+    """EFA needs IPC_LOCK: in a restricted namespace the preflight refuses the job with the
+    words the API server gives the same pod (asked with a server-side dry run)."""
+    done = cluster.kctl(
+        "doctor", "examples/eks-elastic-efa.yaml", "-n", NAMESPACE, "--force-namespace"
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    ours = done.stderr.split("error: ", 1)[1].split(": namespace kctl-e2e enforces")[0]
+    worker = _rendered(cluster, "eks-elastic-efa", NAMESPACE)["spec"]["pytorchReplicaSpecs"]
+    template = worker["Worker"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **template["metadata"],
+            "name": "llm-pretrain-worker-0",
+            "namespace": NAMESPACE,
+        },
+        "spec": template["spec"],
+    }
+    server = subprocess.run(
+        [str(cluster.kubectl_bin), "--kubeconfig", str(cluster.admin), "create",
+         "--dry-run=server", "-f", "-"],
+        input=json.dumps(pod), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert server.returncode != 0
+    assert ours in server.stderr, (ours, server.stderr)
+
+
+def test_a_job_no_pool_fits_shows_the_schedulers_reason(cluster: Cluster) -> None:
+    """kueue-queued asks for A100 SXM nodes, whose pool's taint it does not tolerate (Kueue,
+    which would add the toleration, is not installed): the scheduler's words reach status."""
+    name = "finetune-queued"
+    _apply(cluster, "kueue-queued")
+    try:
+
+        def unschedulable() -> str | None:
+            shown = cluster.kctl("status", name, "-n", NAMESPACE).stdout
+            return shown if "nodes are available" in shown else None
+
+        shown = eventually(unschedulable, 60, "the scheduler's reason in kctl-train status")
+        assert "Unschedulable: 0/" in shown
+        assert "untolerated taint" in shown
+    finally:
+        cluster.kctl("delete", name, "-n", NAMESPACE)
+
+
+def test_pods_the_operator_cannot_create_show_why(cluster: Cluster) -> None:
+    """In a namespace whose quota admits one pod, the worker is refused: the operator's
+    FailedCreatePod (the API server's quota words) shows in status."""
+    namespace = "kctl-e2e-quota"
+    done = cluster.kctl("apply", "examples/quickstart.yaml", "-n", namespace, "--force-namespace")
+    assert done.returncode == 0, done.stderr
+    try:
+
+        def refused() -> str | None:
+            shown = cluster.kctl("status", "quickstart", "-n", namespace).stdout
+            return shown if "FailedCreatePod" in shown else None
+
+        shown = eventually(refused, 60, "FailedCreatePod in kctl-train status")
+        assert "exceeded quota: one-pod" in shown
+    finally:
+        cluster.kctl("delete", "quickstart", "-n", namespace)
