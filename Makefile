@@ -74,9 +74,11 @@ test: lint $(SCAN_STAMP) $(TORCHX_STAMP) $(ORACLE_STAMP) system-packages image-i
 
 # Debian packages the tests use, installed in one apt-get run where missing (root only):
 # iproute2 for pod sandboxes, buildah and debootstrap for the trainer image, docker-registry
-# and apache2-utils (htpasswd) for the registry the build tests push to.
+# and apache2-utils (htpasswd) for the registry the build tests push to; openssl, curl, gcc,
+# libseccomp-dev, pkg-config, the CNI plugins and iptables for make cluster (cluster/).
 PACKAGES := iproute2:ip openssl:openssl curl:curl buildah:buildah debootstrap:debootstrap docker-registry:docker-registry \
-	apache2-utils:htpasswd
+	apache2-utils:htpasswd gcc:gcc libseccomp-dev:/usr/include/seccomp.h pkg-config:pkg-config \
+	containernetworking-plugins:/usr/lib/cni/bridge iptables:iptables
 
 system-packages:
 	@images/system-packages.sh $(PACKAGES)
@@ -108,12 +110,12 @@ clean:
 
 # A real Kubernetes control plane with the training-operator and simulated GPU node pools,
 # built from upstream's Go modules and run as host processes (root, no Docker): cluster/.
-cluster: system-packages
+cluster: $(STAMP) system-packages image-if-possible
 	cluster/up.sh
 
 # For make test: the cluster where it can run (root, Go and its module proxy). Elsewhere, or
 # when it does not start, tests/e2e's cluster tests skip saying why; under CI=true they fail.
-cluster-if-possible: system-packages
+cluster-if-possible: $(STAMP) system-packages image-if-possible
 	@if [ "$$(id -u)" = 0 ] && command -v go >/dev/null; then \
 		cluster/up.sh || [ "$$CI" != true ] || exit 1; \
 	else echo "not starting the cluster (needs root and Go with the module proxy)"; fi

@@ -19,9 +19,9 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
  -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version \
  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$k8s_minor"
 
-# module directory, package, binary name, extra ldflags
+# module directory, package, binary name, ldflags, go build flags
 build() {
-  local module=$1 package=$2 name=$3 ldflags=${4:--s -w}
+  local module=$1 package=$2 name=$3 ldflags=${4:--s -w} flags=${5:-}
   local stamp="$bin/.$name.stamp" want
   want=$(cat "$here/go/$module"/go.* "$0" | sha256sum | cut -c1-16)
   if [ -x "$bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -29,7 +29,8 @@ build() {
   fi
   local started=$SECONDS
   echo "building $name ($package)"
-  if ! (cd "$here/go/$module" && go build -trimpath -ldflags "$ldflags" -o "$bin/$name.new" "$package"); then
+  # shellcheck disable=SC2086 # flags: words
+  if ! (cd "$here/go/$module" && go build -trimpath $flags -ldflags "$ldflags" -o "$bin/$name.new" "$package"); then
     echo "build of $name failed: go build $package in cluster/go/$module" >&2
     return 1
   fi
@@ -39,8 +40,14 @@ build() {
 }
 
 build etcd go.etcd.io/etcd/server/v3 etcd
-for component in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for component in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   build kubernetes "k8s.io/kubernetes/cmd/$component" "$component" "$k8s_ldflags"
 done
 build kwok sigs.k8s.io/kwok/cmd/kwok kwok
 build training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 training-operator
+for component in containerd ctr containerd-shim-runc-v2; do
+  build containerd "github.com/containerd/containerd/v2/cmd/$component" "$component"
+done
+# runc alone needs cgo: libseccomp, for the RuntimeDefault seccomp profile pods ask for.
+CGO_ENABLED=1 build runc github.com/opencontainers/runc runc "-s -w" "-tags seccomp"
+build coredns github.com/coredns/coredns coredns

@@ -5,6 +5,7 @@
 # .cluster/user.kubeconfig (a user with only the shipped manifests/rbac rights).
 source "$(dirname "$0")/lib.sh"
 source "$here/pki.sh"
+source "$here/node.sh"
 
 [ "$(id -u)" = 0 ] || { echo "cluster: make cluster runs as root (it starts etcd, the API server and controllers as host processes)" >&2; exit 1; }
 for tool in go openssl curl ip; do
@@ -47,8 +48,13 @@ start kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:2379 \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --kubelet-preferred-address-types InternalIP,Hostname \
   --enable-aggregator-routing=true --allow-privileged=true --profiling=false
 wait_for kube-apiserver 120 "ready answer on $server/readyz" curl_api /readyz
+# The API server reaches kubelets (logs, exec) as this user: the kubelet asks RBAC.
+kubectl create clusterrolebinding kube-apiserver-kubelet-client --clusterrole system:kubelet-api-admin \
+  --user kube-apiserver-kubelet-client --dry-run=client -o yaml | kubectl apply --server-side -f - \
+  >>"$logs/manifests.log" 2>&1 || fail manifests "binding the API server's kubelet client failed"
 
 say "kube-controller-manager, kube-scheduler"
 start kube-controller-manager kube-controller-manager \
@@ -115,7 +121,7 @@ kubectl wait --for condition=established --timeout 60s crd/pytorchjobs.kubeflow.
 mkdir -p /tmp/k8s-webhook-server
 start training-operator unshare --mount --propagation private env \
   KUBECONFIG="$state/training-operator.kubeconfig" MY_POD_NAMESPACE=kubeflow ADMIN="$state/admin.kubeconfig" \
-  INIT_TEMPLATE="$here/init-pytorch.yaml" \
+  INIT_TEMPLATE="$here/init-pytorch.yaml" INIT_IMAGE="$trainer_image" \
   bash -c '
     set -e
     mount -t tmpfs -o size=1m,mode=0700 tmpfs /tmp/k8s-webhook-server
@@ -130,7 +136,8 @@ start training-operator unshare --mount --propagation private env \
       done ) &
     exec training-operator --metrics-bind-address 127.0.0.1:18080 \
       --health-probe-bind-address 127.0.0.1:18081 --webhook-server-port 9443 \
-      --enable-scheme pytorchjob --pytorch-init-container-template-file "$INIT_TEMPLATE"'
+      --enable-scheme pytorchjob --pytorch-init-container-template-file "$INIT_TEMPLATE" \
+      --pytorch-init-container-image "$INIT_IMAGE"'
 wait_for training-operator 120 "ready answer on 127.0.0.1:18081/readyz (webhook certificate served)" \
   curl -sf http://127.0.0.1:18081/readyz
 probe_job() {
@@ -164,5 +171,30 @@ for ns in kctl-e2e kctl-e2e-quota kctl-e2e-hpc; do
   kubectl apply --server-side --force-conflicts -n "$ns" -k "$root/manifests/rbac" \
     >>"$logs/manifests.log" 2>&1 || fail manifests "kubectl apply of manifests/rbac into $ns failed"
 done
+
+start_node
+# The S3 store as examples/kind-cpu.yaml names it: a headless Service whose endpoint is moto.
+kubectl apply --server-side --force-conflicts -f - >>"$logs/manifests.log" 2>&1 <<YAML || fail manifests "the minio Service for moto"
+apiVersion: v1
+kind: Namespace
+metadata: {name: minio}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: minio, namespace: minio}
+spec:
+  clusterIP: None
+  ports: [{name: s3, port: 9000, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: minio-host
+  namespace: minio
+  labels: {kubernetes.io/service-name: minio}
+addressType: IPv4
+endpoints: [{addresses: ["$node_ip"]}]
+ports: [{name: s3, port: 9000, protocol: TCP}]
+YAML
 
 say "cluster ready in $((SECONDS - begun)) s: KUBECONFIG=$state/kubeconfig (admin), $state/user.kubeconfig (user)"

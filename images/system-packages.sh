@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Install the Debian packages named as PACKAGE:COMMAND pairs whose command is missing, where
+# Install the Debian packages named as PACKAGE:COMMAND (or PACKAGE:/file) pairs that are missing, where
 # this machine can (root, apt-get); elsewhere say so: the tests that need them skip, saying why.
 set -euo pipefail
 missing=()
 for pair in "$@"; do
-    command -v "${pair##*:}" >/dev/null || missing+=("${pair%%:*}")
+    # PACKAGE:COMMAND, or PACKAGE:/path/of/a/file it installs
+    what=${pair##*:}
+    if [ "${what#/}" != "$what" ]; then
+        [ -e "$what" ] || missing+=("${pair%%:*}")
+    else
+        command -v "$what" >/dev/null || missing+=("${pair%%:*}")
+    fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

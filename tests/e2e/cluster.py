@@ -8,11 +8,13 @@ how to start one; under CI=true they fail instead, as the CRD tests do.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,3 +110,17 @@ def eventually(probe: Callable[[], T | None], timeout: float, what: str) -> T:
         if time.monotonic() > deadline:
             pytest.fail(f"no {what} after {timeout:.0f} s")
         time.sleep(0.5)
+
+
+@contextmanager
+def node_to_oneself() -> Iterator[None]:
+    """The real node has two CPUs and a job of two pods takes both: two jobs at once would
+    each get one pod and wait for ever (no gang scheduling). Tests that put pods there hold
+    this lock, whichever pytest worker runs them."""
+    STATE.mkdir(parents=True, exist_ok=True)
+    with (STATE / "node.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -12,9 +12,10 @@ import subprocess
 from typing import Any
 
 import pytest
+import yaml
 
 from ..conftest import ROOT
-from .cluster import NAMESPACE, Cluster, connect, eventually
+from .cluster import NAMESPACE, Cluster, connect, eventually, node_to_oneself
 
 # The examples whose GPU pods land on a simulated pool: example, its namespace, the pool's
 # node label. RDMA jobs (EFA, InfiniBand) add IPC_LOCK: only a privileged namespace admits them.
@@ -191,6 +192,11 @@ def test_a_job_no_pool_fits_shows_the_schedulers_reason(cluster: Cluster) -> Non
 def test_pods_the_operator_cannot_create_show_why(cluster: Cluster) -> None:
     """In a namespace whose quota admits one pod, the worker is refused: the operator's
     FailedCreatePod (the API server's quota words) shows in status."""
+    with node_to_oneself():  # its one pod lands on the real node
+        _refused_by_quota(cluster)
+
+
+def _refused_by_quota(cluster: Cluster) -> None:
     namespace = "kctl-e2e-quota"
     done = cluster.kctl("apply", "examples/quickstart.yaml", "-n", namespace, "--force-namespace")
     assert done.returncode == 0, done.stderr
@@ -204,3 +210,44 @@ def test_pods_the_operator_cannot_create_show_why(cluster: Cluster) -> None:
         assert "exceeded quota: one-pod" in shown
     finally:
         cluster.kctl("delete", "quickstart", "-n", namespace)
+
+
+def test_the_kustomize_overlay_is_accepted_by_the_real_server(cluster: Cluster) -> None:
+    """`kubectl apply --server-side -k` of the GitOps overlay (its rendered job, labels,
+    queue patch and the RBAC it carries), checked by the real API server and webhook."""
+    done = cluster.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-k",
+        str(ROOT / "manifests/kustomize/overlays/team-a"), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pytorchjob.kubeflow.org/quickstart serverside-applied (server dry run)" in done.stdout
+
+
+def test_a_helm_release_of_the_chart_runs_its_job_on_the_pool(cluster: Cluster) -> None:
+    """The chart installed by the Helm engine the chart tests use (Helm v4's Go code):
+    the operator makes the release's pods and the scheduler puts them on the AKS pool."""
+    helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    doc = yaml.safe_load((ROOT / "examples/aks-a100.yaml").read_text())
+    name = "helm-segmentation"
+    values = {
+        "name": name,
+        "namespace": NAMESPACE,
+        "labels": {},
+        "annotations": {},
+        "spec": doc["spec"],
+    }
+    helm = helm_python.Config(kubeconfig_path=str(cluster.admin), namespace=NAMESPACE)
+    chart = helm_python.Chart.load(str(ROOT / "charts" / "kctl-train"))
+    try:
+        helm.install(chart, name, values, namespace=NAMESPACE)
+        pods = eventually(
+            lambda: _placed(cluster, name, NAMESPACE, 2), 60, f"2 placed pods of {name}"
+        )
+        for pod in pods:
+            node = cluster.get("node", pod["spec"]["nodeName"])
+            assert node["metadata"]["labels"]["kubernetes.azure.com/agentpool"] == "a100pool"
+        assert "Running" in cluster.kctl("status", name, "-n", NAMESPACE).stdout
+    finally:
+        helm.uninstall(name, ignore_not_found=True)
+        chart.close()
+    eventually(lambda: True if not _pods(cluster, name) else None, 60, f"{name}'s pods gone")

@@ -425,13 +425,17 @@ class Api:
             grouped.setdefault(key, []).append(pod)
         return grouped
 
-    def warnings(self, namespace: str, name: str, kind: str = "Pod") -> list[str]:
-        """An object's Warning events as `Reason: message` lines, oldest first."""
+    def warnings(
+        self, namespace: str, name: str, kind: str = "Pod", uid: str | None = None
+    ) -> list[str]:
+        """An object's Warning events as `Reason: message` lines, oldest first; with `uid`,
+        only this object's (an earlier pod or job of the same name keeps its events for an
+        hour)."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name},type=Warning"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
         body = self.raw(
-            f"events of {name}",
-            self.core.list_namespaced_event,
-            namespace,
-            field_selector=f"involvedObject.kind={kind},involvedObject.name={name},type=Warning",
+            f"events of {name}", self.core.list_namespaced_event, namespace, field_selector=selector
         )
         return [f"{e.get('reason', '?')}: {e.get('message', '')}" for e in body.get("items", [])]
 

@@ -324,9 +324,10 @@ class KubernetesBackend(Backend):
         for pod in pods:
             if pod_problems(pod) or pod_phase(pod) != "Pending":
                 continue
+            meta = pod["metadata"]
             with contextlib.suppress(ClusterError):
-                found[pod["metadata"]["name"]] = self.api.warnings(
-                    namespace, pod["metadata"]["name"]
+                found[meta["name"]] = self.api.warnings(
+                    namespace, meta["name"], uid=meta.get("uid")
                 )
         return found
 
@@ -338,7 +339,9 @@ class KubernetesBackend(Backend):
             return ()
         meta = obj["metadata"]
         try:
-            lines = self.api.warnings(meta.get("namespace", "default"), meta["name"], obj["kind"])
+            lines = self.api.warnings(
+                meta.get("namespace", "default"), meta["name"], obj["kind"], meta.get("uid")
+            )
         except ClusterError:
             return ()
         return tuple(dict.fromkeys(lines))[-3:]

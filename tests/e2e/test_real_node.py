@@ -1,0 +1,189 @@
+"""The users' main path on the real node of `make cluster` (kubelet, containerd, runc,
+CoreDNS, moto as the S3 store): `kctl-train apply examples/kind-cpu.yaml --wait
+--collect-to DIR`, the training-operator making the pods, the trainer image (`make image`)
+training in them, checkpoints in S3, collect; then a pod deleted mid-training and a
+`kctl-train delete` during training.
+
+The node has two CPUs and each job takes both: these tests run one at a time
+(cluster.node_to_oneself), with the other test that puts a pod there.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ..conftest import ROOT
+from .cluster import NAMESPACE, Cluster, connect, eventually, node_to_oneself
+
+S3 = "http://127.0.0.1:9000"  # moto, as the host reaches it (pods: minio.minio.svc)
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "moto",
+    "AWS_SECRET_ACCESS_KEY": "moto-e2e",
+    "AWS_REGION": "us-east-1",
+}
+BUCKET = "kctl-train"  # examples/kind-cpu.yaml's store: s3://kctl-train/runs
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    found = connect()
+    nodes = found.get("nodes", "-l", "!type")["items"]  # the real ones (kwok's carry type)
+    if not nodes:
+        message = "the cluster has no real node (make cluster starts one as root, with containerd)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    images = found.kubectl(
+        "get", "node", "kctl-node", "-o", "jsonpath={.status.images[*].names}"
+    ).stdout
+    if "kctl-train/trainer:e2e" not in images:
+        message = (
+            "the trainer image is not on the node: `make image`, then `make cluster` imports it"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    old = {k: os.environ.get(k) for k in CREDENTIALS}
+    os.environ.update(CREDENTIALS)
+    yield found
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _one_at_a_time() -> Iterator[None]:
+    with node_to_oneself():
+        yield
+
+
+def _s3() -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=S3, region_name="us-east-1")
+
+
+def _fresh_run(name: str) -> None:
+    """The bucket exists and holds nothing of `name`'s earlier runs (which it would resume)."""
+    s3 = _s3()
+    if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=BUCKET)
+    prefix = f"runs/{NAMESPACE}/{name}/"
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        for item in page.get("Contents", []):
+            s3.delete_object(Bucket=BUCKET, Key=item["Key"])
+
+
+def _checkpoint_rows(name: str) -> list[dict[str, str]]:
+    try:
+        body = _s3().get_object(
+            Bucket=BUCKET, Key=f"runs/{NAMESPACE}/{name}/metrics/checkpoints.csv"
+        )
+    except Exception:  # not written yet
+        return []
+    return list(csv.DictReader(io.StringIO(body["Body"].read().decode())))
+
+
+def _long_job(tmp_path: Path, name: str, steps: int) -> Path:
+    """examples/kind-cpu.yaml renamed, training longer with a checkpoint every 200 steps."""
+    doc = yaml.safe_load((ROOT / "examples/kind-cpu.yaml").read_text())
+    doc["metadata"]["name"] = name
+    doc["spec"]["train"]["trainer"]["max_steps"] = steps
+    doc["spec"]["checkpoint"]["every"] = "200 steps"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _fresh_run(name)
+    return path
+
+
+def _pod_names(cluster: Cluster, name: str) -> list[str]:
+    pods = cluster.get("pods", "-n", NAMESPACE, "-l", f"training.kubeflow.org/job-name={name}")
+    return [p["metadata"]["name"] for p in pods["items"]]
+
+
+def test_kind_cpu_trains_on_the_real_node_and_is_collected(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cluster.kctl("delete", "kind-cpu", "-n", NAMESPACE)
+    _fresh_run("kind-cpu")
+    out = tmp_path / "collected"
+    done = cluster.kctl(
+        "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace", "--wait",
+        "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3, timeout=700,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Succeeded: PyTorchJob kind-cpu is successfully completed." in done.stderr
+    assert "kind-cpu: finished at step 300" in done.stdout + done.stderr
+    assert (out / "_SUCCESS").is_file()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000000300"]
+    assert (out / "checkpoints/step-000000000300/MANIFEST.json").is_file()
+    with (out / "outputs/val/all.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    # Every rank wrote its share; rank 0 aggregated them: each sample once per epoch.
+    assert {r["rank"] for r in rows} == {"0", "1"}
+    assert len({(r["epoch"], r["sample"]) for r in rows}) == len(rows) > 0
+    assert (out / "report.png").is_file() and (out / "report.txt").is_file()
+    # Every rank's log, through the API server and the kubelet.
+    logs = cluster.kctl("logs", "kind-cpu", "-n", NAMESPACE)
+    assert logs.returncode == 0, logs.stderr
+    assert "[master-0]" in logs.stdout and "[worker-0]" in logs.stdout
+    assert "finished at step 300" in logs.stdout
+
+
+def test_a_pod_deleted_mid_training_comes_back_and_the_run_resumes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """As `kubectl delete pod` would: the operator makes the pod again, the job resumes
+    from its newest committed checkpoint and finishes."""
+    name = "kind-cpu-kill"
+    path = _long_job(tmp_path, name, 6000)
+    applied = cluster.kctl("apply", str(path), "-n", NAMESPACE, "--force-namespace")
+    assert applied.returncode == 0, applied.stderr
+    try:
+        eventually(
+            lambda: True if _checkpoint_rows(name) else None,
+            300,
+            f"a committed checkpoint of {name}",
+        )
+        cluster.kubectl("delete", "pod", "-n", NAMESPACE, f"{name}-master-0", "--wait=false")
+        done = cluster.kctl("wait", name, "-n", NAMESPACE, "--timeout", "600", timeout=700)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = _checkpoint_rows(name)
+        assert rows[-1]["step"] == "6000"
+        assert {r["attempt"] for r in rows} >= {"1", "2"}, rows  # the second attempt saved too
+        logs = cluster.kctl("logs", name, "-n", NAMESPACE).stdout  # rank 0 may move
+        assert "resum" in logs, logs[-3000:]
+    finally:
+        cluster.kctl("delete", name, "-n", NAMESPACE)
+
+
+def test_delete_during_training_leaves_no_pods_and_an_emergency_checkpoint(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    name = "kind-cpu-stop"
+    path = _long_job(tmp_path, name, 200000)
+    applied = cluster.kctl("apply", str(path), "-n", NAMESPACE, "--force-namespace")
+    assert applied.returncode == 0, applied.stderr
+    eventually(
+        lambda: True if _checkpoint_rows(name) else None, 300, f"a committed checkpoint of {name}"
+    )
+    started = time.monotonic()
+    gone = cluster.kctl("delete", name, "-n", NAMESPACE, "--wait", timeout=300)
+    assert gone.returncode == 0, gone.stderr
+    assert time.monotonic() - started < 240
+    # --wait returned once the job and its pods were gone; the operator's cache may still
+    # make a pod for the job it has not yet seen go, which the garbage collector removes.
+    eventually(lambda: True if not _pod_names(cluster, name) else None, 30, f"{name}'s pods gone")
+    emergency = [r for r in _checkpoint_rows(name) if r["emergency"] == "1"]
+    assert len(emergency) == 1, _checkpoint_rows(name)
