@@ -2,8 +2,9 @@
 
 - `make cluster` when it already runs (it only checks), and a warm start: `make
   cluster-down` then `make cluster` with every binary built (the trainer image is imported
-  again, as after any cluster-down). A cold start (nothing in the Go caches) is measured by
-  CI's first run, not here: it would empty this machine's caches.
+  again, as after any cluster-down); cluster/up.sh itself, without make's prerequisites
+  (which rebuild the trainer image when the package changed). A cold start (nothing in the
+  Go caches) is measured by CI's first run, not here: it would empty this machine's caches.
 - apply → first training step: the same two-node CPU job (examples/kind-cpu.yaml's model),
   on the cluster (real kubelet, containerd, the trainer image, S3 on moto) and with --local.
 - replica killed → training again: the master pod deleted (cluster: as `kubectl delete pod`;
@@ -31,13 +32,11 @@ KCTL = str(Path(sys.executable).parent / "kctl-train")
 KUBECTL = str(STATE / "bin" / "kubectl")
 NAMESPACE = "kctl-e2e"
 PROGRESS = "kctl-train.progress"
-ENV = {
-    **os.environ,
-    "AWS_ACCESS_KEY_ID": "moto",
-    "AWS_SECRET_ACCESS_KEY": "moto-e2e",
-    "AWS_REGION": "us-east-1",
-    "NO_COLOR": "1",
-}
+# moto's credentials (any are accepted), for the pods' store and this script's boto3
+os.environ.update(
+    {"AWS_ACCESS_KEY_ID": "moto", "AWS_SECRET_ACCESS_KEY": "moto-e2e", "AWS_REGION": "us-east-1"}
+)
+ENV = {**os.environ, "NO_COLOR": "1"}
 
 
 def timed(*command: str) -> float:
@@ -121,10 +120,11 @@ def run(local: bool, folder: Path) -> tuple[float, float]:
 def main() -> None:
     if not (STATE / "user.kubeconfig").is_file():
         sys.exit("no cluster: run `make cluster` first")
-    print(f"make cluster, already running:   {timed('make', 'cluster'):6.1f} s")
+    # cluster/up.sh is make cluster after its prerequisites (venv, packages, `make image`).
+    print(f"make cluster, already running:   {timed('cluster/up.sh'):6.1f} s")
     if "--no-restart" not in sys.argv:
-        down = timed("make", "cluster-down")
-        up = timed("make", "cluster")
+        down = timed("cluster/down.sh")
+        up = timed("cluster/up.sh")
         print(f"make cluster, warm start:        {up:6.1f} s  (cluster-down took {down:.1f} s)")
     with tempfile.TemporaryDirectory() as folder:
         cluster = run(False, Path(folder))

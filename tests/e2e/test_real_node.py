@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from ..conftest import ROOT
-from .cluster import NAMESPACE, Cluster, connect, eventually, node_to_oneself
+from .cluster import KCTL, NAMESPACE, Cluster, connect, eventually, node_to_oneself
 
 S3 = "http://127.0.0.1:9000"  # moto, as the host reaches it (pods: minio.minio.svc)
 CREDENTIALS = {
@@ -115,16 +116,31 @@ def _pod_names(cluster: Cluster, name: str) -> list[str]:
 def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    cluster.kctl("delete", "kind-cpu", "-n", NAMESPACE)
+    cluster.kctl("delete", "kind-cpu", "-n", NAMESPACE, "--wait")
     _fresh_run("kind-cpu")
     out = tmp_path / "collected"
-    done = cluster.kctl(
-        "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace", "--wait",
-        "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3, timeout=700,
+    env = {**os.environ, "KUBECONFIG": str(cluster.user), "NO_COLOR": "1"}
+    applying = subprocess.Popen(
+        [str(KCTL), "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace",
+         "--wait", "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Succeeded: PyTorchJob kind-cpu is successfully completed." in done.stderr
-    assert "kind-cpu: finished at step 300" in done.stdout + done.stderr
+    try:
+        # Every rank's log, followed through the API server and the kubelet until the end
+        # (once the job succeeds, a pod still running is cleaned up, its log with it).
+        eventually(
+            lambda: True if len(_pod_names(cluster, "kind-cpu")) == 2 else None, 300, "2 pods"
+        )
+        logs = cluster.kctl("logs", "kind-cpu", "-n", NAMESPACE, "-f", timeout=700)
+        stdout, stderr = applying.communicate(timeout=700)
+    finally:
+        applying.kill()
+    assert logs.returncode == 0, logs.stderr
+    assert "[master-0]" in logs.stdout and "[worker-0]" in logs.stdout
+    assert "finished at step 300" in logs.stdout
+    assert applying.returncode == 0, stderr[-3000:]
+    assert "Succeeded: PyTorchJob kind-cpu is successfully completed." in stderr
+    assert "kind-cpu: finished at step 300" in stdout + stderr
     assert (out / "_SUCCESS").is_file()
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000000300"]
     assert (out / "checkpoints/step-000000000300/MANIFEST.json").is_file()
@@ -134,11 +150,17 @@ def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     assert {r["rank"] for r in rows} == {"0", "1"}
     assert len({(r["epoch"], r["sample"]) for r in rows}) == len(rows) > 0
     assert (out / "report.png").is_file() and (out / "report.txt").is_file()
-    # Every rank's log, through the API server and the kubelet.
-    logs = cluster.kctl("logs", "kind-cpu", "-n", NAMESPACE)
-    assert logs.returncode == 0, logs.stderr
-    assert "[master-0]" in logs.stdout and "[worker-0]" in logs.stdout
-    assert "finished at step 300" in logs.stdout
+    # Applied again once finished: replaced, and the new run resumes from step 300 at once.
+    again = cluster.kctl(
+        "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace", "--wait",
+        "--timeout", "600", "--no-collect", timeout=700,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "pytorchjob.kubeflow.org/kind-cpu replaced" in again.stdout
+    # A second attempt ran, and saved nothing: it started at step 300 (a fresh start would
+    # have saved at 100, 200 and 300 again).
+    _s3().head_object(Bucket=BUCKET, Key=f"runs/{NAMESPACE}/kind-cpu/attempts/2.json")
+    assert {r["attempt"] for r in _checkpoint_rows("kind-cpu")} == {"1"}
 
 
 def test_a_pod_deleted_mid_training_comes_back_and_the_run_resumes(
@@ -147,6 +169,7 @@ def test_a_pod_deleted_mid_training_comes_back_and_the_run_resumes(
     """As `kubectl delete pod` would: the operator makes the pod again, the job resumes
     from its newest committed checkpoint and finishes."""
     name = "kind-cpu-kill"
+    cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
     path = _long_job(tmp_path, name, 6000)
     applied = cluster.kctl("apply", str(path), "-n", NAMESPACE, "--force-namespace")
     assert applied.returncode == 0, applied.stderr
@@ -172,6 +195,7 @@ def test_delete_during_training_leaves_no_pods_and_an_emergency_checkpoint(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     name = "kind-cpu-stop"
+    cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
     path = _long_job(tmp_path, name, 200000)
     applied = cluster.kctl("apply", str(path), "-n", NAMESPACE, "--force-namespace")
     assert applied.returncode == 0, applied.stderr
@@ -187,3 +211,41 @@ def test_delete_during_training_leaves_no_pods_and_an_emergency_checkpoint(
     eventually(lambda: True if not _pod_names(cluster, name) else None, 30, f"{name}'s pods gone")
     emergency = [r for r in _checkpoint_rows(name) if r["emergency"] == "1"]
     assert len(emergency) == 1, _checkpoint_rows(name)
+
+
+def test_apply_wait_rides_out_a_control_plane_that_resets_and_hangs(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The fault proxy (tests/fault_proxy.py) in front of the real API server: while the job
+    trains, every connection is reset for a while, then left unanswered, then let through;
+    `apply --wait` retries, says so, and ends with the job's success."""
+    from ..fault_proxy import FaultProxy
+
+    name = "kind-cpu-faults"
+    path = _long_job(tmp_path, name, 1500)
+    server = yaml.safe_load(cluster.user.read_text())["clusters"][0]["cluster"]["server"]
+    with FaultProxy(server.replace("https://", "http://")) as proxy:
+        config = yaml.safe_load(cluster.user.read_text())
+        port = proxy.endpoint.rsplit(":", 1)[1]
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+        kubeconfig = tmp_path / "through-proxy.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1"}
+        waiting = subprocess.Popen(
+            [str(KCTL), "apply", str(path), "-n", NAMESPACE, "--force-namespace", "--wait",
+             "--timeout", "600", "--no-collect"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            eventually(lambda: True if _pod_names(cluster, name) else None, 120, f"{name}'s pods")
+            for mode in ("reset", "blackhole"):
+                proxy.mode = mode
+                time.sleep(8)
+            proxy.mode = "pass"
+            err = waiting.communicate(timeout=600)[1]
+        finally:
+            waiting.kill()
+            cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
+    assert waiting.returncode == 0, err[-3000:]
+    assert "trying again" in err
+    assert f"Succeeded: PyTorchJob {name} is successfully completed." in err
