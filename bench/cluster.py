@@ -8,7 +8,7 @@
 - apply → first training step: the same two-node CPU job (examples/kind-cpu.yaml's model),
   on the cluster (real kubelet, containerd, the trainer image, S3 on moto) and with --local.
 - replica killed → training again: the master pod deleted (cluster: as `kubectl delete pod`;
-  local: `kctl-train chaos kill`), until a progress line newer than the kill.
+  local: `kctl-train chaos kill`), until the first progress line after training paused.
 
 Needs a running `make cluster` (root). Prints seconds and the cluster/local ratios; asserts
 nothing.  Usage: python bench/cluster.py [--no-restart]
@@ -17,6 +17,7 @@ nothing.  Usage: python bench/cluster.py [--no-restart]
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -75,15 +76,29 @@ def kctl(local: bool, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([KCTL, *args, *where], capture_output=True, text=True, env=env, cwd=ROOT)
 
 
-def progress_after(local: bool, name: str, since: dt.datetime, deadline: float) -> float:
-    """Seconds until a progress line stamped at or after `since` is in the job's logs."""
+def progress(local: bool, name: str) -> list[tuple[dt.datetime, int]]:
+    """The job's progress lines: (time stamped, step), every replica's log."""
+    found = []
+    for line in kctl(local, "logs", name).stdout.splitlines():
+        text = line.split("] ", 1)[-1]
+        if PROGRESS in text:
+            stamp = dt.datetime.combine(dt.date.today(), dt.time.fromisoformat(text[:8]))
+            found.append((stamp, int(json.loads(text.split(PROGRESS, 1)[1])["step"])))
+    return found
+
+
+def seconds_until(local: bool, name: str, since: dt.datetime, *, after_gap: bool = False) -> float:
+    """Seconds from `since` until a progress line stamped after it is in the job's logs;
+    with `after_gap`, the first one after a pause of 2 s or more (training stopped by the
+    kill, then again: the killed process logs on until its emergency checkpoint, and the
+    new one resumes from that step, so neither stamps nor steps alone tell them apart)."""
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        for line in kctl(local, "logs", name).stdout.splitlines():
-            text = line.split("] ", 1)[-1]
-            if PROGRESS in text:
-                stamp = dt.datetime.combine(since.date(), dt.time.fromisoformat(text[:8]))
-                if stamp >= since.replace(microsecond=0):
-                    return (dt.datetime.now() - since).total_seconds()
+        lines = sorted(progress(local, name))
+        for (before, _), (stamp, _) in zip([(since, 0), *lines], lines, strict=False):
+            # Stamps are whole seconds: only a later second is surely after `since`.
+            if stamp > since and (not after_gap or (stamp - before).total_seconds() >= 2):
+                return (dt.datetime.now() - since).total_seconds()
         time.sleep(0.5)
     raise TimeoutError(f"no progress of {name}")
 
@@ -102,7 +117,7 @@ def run(local: bool, folder: Path) -> tuple[float, float]:
     )
     if applied.returncode:
         raise RuntimeError(applied.stderr)
-    first = progress_after(local, name, start, time.monotonic() + 600)
+    first = seconds_until(local, name, start)
     killed = dt.datetime.now()
     if local:
         kctl(local, "chaos", name, "kill", "master-0")
@@ -112,7 +127,7 @@ def run(local: bool, folder: Path) -> tuple[float, float]:
              NAMESPACE, f"{name}-master-0", "--wait=false"],
             check=True, capture_output=True,
         )  # fmt: skip
-    again = progress_after(local, name, killed + dt.timedelta(seconds=1), time.monotonic() + 600)
+    again = seconds_until(local, name, killed, after_gap=True)
     kctl(local, "delete", name, "--wait")
     return first, again
 
