@@ -127,7 +127,8 @@ start training-operator unshare --mount --propagation private env \
     mount -t tmpfs -o size=1m,mode=0700 tmpfs /tmp/k8s-webhook-server
     mkdir -p /tmp/k8s-webhook-server/serving-certs
     ( cd /tmp/k8s-webhook-server/serving-certs
-      while sleep 1; do
+      # Each second until the rotator has written the Secret, then each minute (rotation).
+      while if [ -s tls.key ]; then sleep 60; else sleep 1; fi; do
         for key in tls.crt tls.key; do
           value=$(kubectl --kubeconfig "$ADMIN" -n kubeflow get secret training-operator-webhook-cert \
             -o "jsonpath={.data.${key//./\\.}}" 2>/dev/null || true)

@@ -51,17 +51,27 @@ class Cluster:
         """`kubectl get ... -o json` as the admin, parsed."""
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
 
+    @property
+    def user_env(self) -> dict[str, str]:
+        """The environment kctl-train runs in: the namespaced user's kubeconfig, no colour."""
+        return {**os.environ, "KUBECONFIG": str(self.user), "NO_COLOR": "1"}
+
     def kctl(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """kctl-train as the namespaced user, in the e2e namespace."""
-        env = {**os.environ, "KUBECONFIG": str(self.user), "NO_COLOR": "1"}
         return subprocess.run(
             [str(KCTL), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=env,
+            env=self.user_env,
             cwd=ROOT,
         )
+
+    def pods(self, job: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+        """The pods the operator made for a job, as the admin sees them."""
+        selector = f"training.kubeflow.org/job-name={job}"
+        items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
+        return items
 
 
 def _unavailable() -> str | None:
@@ -86,17 +96,21 @@ def _unavailable() -> str | None:
     return None
 
 
+def missing(message: str) -> None:
+    """A piece of the cluster is missing: skip saying why, or fail under CI=true."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def connect() -> Cluster:
     """The running cluster; skips (fails under CI=true) when there is none."""
     reason = _unavailable()
     if reason:
-        message = (
+        missing(
             f"no cluster from `make cluster` ({reason}); start one with `make cluster` "
             "(root, Go 1.26 and its module proxy)"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
     return Cluster(STATE / "kubeconfig", STATE / "user.kubeconfig", STATE / "bin" / "kubectl")
 
 

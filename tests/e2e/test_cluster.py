@@ -33,12 +33,6 @@ def cluster() -> Cluster:
     return connect()
 
 
-def _pods(cluster: Cluster, job: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    selector = f"training.kubeflow.org/job-name={job}"
-    items: list[dict[str, Any]] = cluster.get("pods", "-n", namespace, "-l", selector)["items"]
-    return items
-
-
 def _apply(cluster: Cluster, example: str, namespace: str = NAMESPACE) -> None:
     done = cluster.kctl(
         "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace"
@@ -57,7 +51,7 @@ def _rendered(cluster: Cluster, example: str, namespace: str) -> dict[str, Any]:
 
 
 def _placed(cluster: Cluster, job: str, namespace: str, count: int) -> list[dict[str, Any]] | None:
-    pods = _pods(cluster, job, namespace)
+    pods = cluster.pods(job, namespace)
     if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
         return pods
     return None
@@ -136,7 +130,7 @@ def test_the_scheduler_puts_each_gpu_example_on_its_pool(cluster: Cluster, examp
     # delete returns once the job and its pods are gone; the operator's cache may still
     # make a pod for the job it has not yet seen go, which the garbage collector removes.
     eventually(
-        lambda: True if not _pods(cluster, name, namespace) else None, 30, f"{name}'s pods gone"
+        lambda: True if not cluster.pods(name, namespace) else None, 30, f"{name}'s pods gone"
     )
 
 
@@ -250,4 +244,4 @@ def test_a_helm_release_of_the_chart_runs_its_job_on_the_pool(cluster: Cluster) 
     finally:
         helm.uninstall(name, ignore_not_found=True)
         chart.close()
-    eventually(lambda: True if not _pods(cluster, name) else None, 60, f"{name}'s pods gone")
+    eventually(lambda: True if not cluster.pods(name) else None, 60, f"{name}'s pods gone")

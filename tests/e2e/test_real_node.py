@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from ..conftest import ROOT
-from .cluster import KCTL, NAMESPACE, Cluster, connect, eventually, node_to_oneself
+from .cluster import KCTL, NAMESPACE, Cluster, connect, eventually, missing, node_to_oneself
 
 S3 = "http://127.0.0.1:9000"  # moto, as the host reaches it (pods: minio.minio.svc)
 CREDENTIALS = {
@@ -39,20 +39,14 @@ def cluster() -> Iterator[Cluster]:
     found = connect()
     nodes = found.get("nodes", "-l", "!type")["items"]  # the real ones (kwok's carry type)
     if not nodes:
-        message = "the cluster has no real node (make cluster starts one as root, with containerd)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing("the cluster has no real node (make cluster starts one as root, with containerd)")
     images = found.kubectl(
         "get", "node", "kctl-node", "-o", "jsonpath={.status.images[*].names}"
     ).stdout
     if "kctl-train/trainer:e2e" not in images:
-        message = (
+        missing(
             "the trainer image is not on the node: `make image`, then `make cluster` imports it"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
     old = {k: os.environ.get(k) for k in CREDENTIALS}
     os.environ.update(CREDENTIALS)
     yield found
@@ -109,8 +103,7 @@ def _long_job(tmp_path: Path, name: str, steps: int) -> Path:
 
 
 def _pod_names(cluster: Cluster, name: str) -> list[str]:
-    pods = cluster.get("pods", "-n", NAMESPACE, "-l", f"training.kubeflow.org/job-name={name}")
-    return [p["metadata"]["name"] for p in pods["items"]]
+    return [p["metadata"]["name"] for p in cluster.pods(name)]
 
 
 def test_kind_cpu_trains_on_the_real_node_and_is_collected(
@@ -119,11 +112,10 @@ def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     cluster.kctl("delete", "kind-cpu", "-n", NAMESPACE, "--wait")
     _fresh_run("kind-cpu")
     out = tmp_path / "collected"
-    env = {**os.environ, "KUBECONFIG": str(cluster.user), "NO_COLOR": "1"}
     applying = subprocess.Popen(
         [str(KCTL), "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace",
          "--wait", "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.user_env, cwd=ROOT,
     )  # fmt: skip
     try:
         # Every rank's log, followed through the API server and the kubelet until the end
@@ -230,7 +222,7 @@ def test_apply_wait_rides_out_a_control_plane_that_resets_and_hangs(
         config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
         kubeconfig = tmp_path / "through-proxy.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(config))
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "NO_COLOR": "1"}
+        env = {**cluster.user_env, "KUBECONFIG": str(kubeconfig)}
         waiting = subprocess.Popen(
             [str(KCTL), "apply", str(path), "-n", NAMESPACE, "--force-namespace", "--wait",
              "--timeout", "600", "--no-collect"],
