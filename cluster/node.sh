@@ -76,8 +76,11 @@ import_images() {
   built=$(buildah inspect --type image --format '{{.FromImageID}}' localhost/kctl-train/trainer:dev 2>/dev/null || true)
   if [ -n "$built" ] && [ "$(cat "$state/containerd/trainer.id" 2>/dev/null)" != "$built" ]; then
     say "importing the trainer image into containerd"
-    buildah push --quiet localhost/kctl-train/trainer:dev "docker-archive:$state/trainer.tar:$trainer_image"
-    "${ctr[@]}" images import "$state/trainer.tar" >/dev/null || fail node "ctr could not import the trainer image"
+    # ~6 GB written, then unpacked: a full disk is named here, not in a make error.
+    buildah push --quiet localhost/kctl-train/trainer:dev "docker-archive:$state/trainer.tar:$trainer_image" \
+      || { rm -f "$state/trainer.tar"; fail node "buildah could not export the trainer image to $state/trainer.tar (df -h $state: is the disk full?)"; }
+    "${ctr[@]}" images import "$state/trainer.tar" >/dev/null \
+      || { rm -f "$state/trainer.tar"; fail node "ctr could not import the trainer image (df -h $state: is the disk full?)"; }
     rm -f "$state/trainer.tar"
     echo "$built" > "$state/containerd/trainer.id"
   fi
