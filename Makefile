@@ -108,8 +108,9 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) $(SCAN) $(TORCHX) $(ORACLE) out results .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# A real Kubernetes control plane with the training-operator and simulated GPU node pools,
-# built from upstream's Go modules and run as host processes (root, no Docker): cluster/.
+# A real Kubernetes control plane with the training-operator, JobSet, Kubeflow Trainer and
+# simulated GPU node pools, built from upstream's Go modules and run as host processes (root,
+# no Docker): cluster/.
 cluster: $(STAMP) system-packages image-if-possible
 	cluster/up.sh
 

@@ -45,6 +45,8 @@ for component in kube-apiserver kube-controller-manager kube-scheduler kubectl k
 done
 build kwok sigs.k8s.io/kwok/cmd/kwok kwok
 build training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 training-operator
+build trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager trainer-controller-manager
+build jobset sigs.k8s.io/jobset jobset-controller-manager
 for component in containerd ctr containerd-shim-runc-v2; do
   build containerd "github.com/containerd/containerd/v2/cmd/$component" "$component"
 done

@@ -5,7 +5,8 @@
 # trainer image again would take most of the next start).
 source "$(dirname "$0")/lib.sh"
 [ -d "$state" ] || { echo "cluster: nothing to stop ($state does not exist)"; exit 0; }
-for component in moto coredns kubelet kwok training-operator kube-scheduler \
+for component in moto coredns kubelet kwok trainer-controller-manager jobset-controller-manager \
+    training-operator kube-scheduler \
     kube-controller-manager kube-apiserver; do
   if running "$component"; then
     say "stopping $component"

@@ -43,9 +43,6 @@ make_pki() {  # node IP
   client_cert controller-manager system:kube-controller-manager ""
   client_cert scheduler system:kube-scheduler ""
   client_cert user kctl-train-e2e ml-engineers
-  # Host-process controllers authenticate as the ServiceAccounts their own RBAC binds: RBAC
-  # matches a ServiceAccount subject by this user name.
-  client_cert training-operator system:serviceaccount:kubeflow:training-operator system:serviceaccounts
   client_cert kwok kwok-controller system:masters
   if [ ! -f "$pki/sa.key" ]; then
     openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
@@ -57,11 +54,27 @@ make_pki() {  # node IP
 kubeconfig() {  # file, certificate stem, namespace ("" for none), server
   local file=$1 stem=$2 ns=$3 server=$4
   [ -f "$file" ] && return
+  write_kubeconfig "$file" "$stem" "$ns" "$server" \
+    --client-certificate "$pki/$stem.crt" --client-key "$pki/$stem.key" --embed-certs
+}
+
+# file, namespace, ServiceAccount, server: for a controller run here as a host process. It
+# authenticates as its ServiceAccount with a token from the TokenRequest API (a pod would have
+# one projected), so it has exactly the rights its upstream RBAC binds.
+token_kubeconfig() {
+  local file=$1 ns=$2 account=$3 server=$4 token
+  [ -f "$file" ] && return
+  token=$(kubectl --kubeconfig "$state/admin.kubeconfig" -n "$ns" create token "$account" \
+    --duration 8760h) || return 1
+  write_kubeconfig "$file" "$account" "$ns" "$server" --token "$token"
+}
+
+write_kubeconfig() {  # file, user name, namespace ("" for none), server, credential flags...
+  local file=$1 user=$2 ns=$3 server=$4; shift 4
   kubectl config --kubeconfig "$file" set-cluster kctl-train --server "$server" \
     --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
-  kubectl config --kubeconfig "$file" set-credentials "$stem" \
-    --client-certificate "$pki/$stem.crt" --client-key "$pki/$stem.key" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$file" set-credentials "$user" "$@" >/dev/null
   kubectl config --kubeconfig "$file" set-context kctl-train --cluster kctl-train \
-    --user "$stem" ${ns:+--namespace "$ns"} >/dev/null
+    --user "$user" ${ns:+--namespace "$ns"} >/dev/null
   kubectl config --kubeconfig "$file" use-context kctl-train >/dev/null
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make cluster: a Kubernetes control plane, the training-operator and simulated GPU node pools,
-# from upstream's own Go modules, as host processes (no Docker). Idempotent: what runs is left
-# running; a second call only checks. Writes .cluster/kubeconfig (admin) and
+# make cluster: a Kubernetes control plane, the training-operator, JobSet and Kubeflow Trainer,
+# a real node and simulated GPU node pools, from upstream's own Go modules, as host processes
+# (no Docker). Idempotent: what runs is left running; a second call only checks. Writes .cluster/kubeconfig (admin) and
 # .cluster/user.kubeconfig (a user with only the shipped manifests/rbac rights).
 source "$(dirname "$0")/lib.sh"
 source "$here/pki.sh"
@@ -20,7 +20,7 @@ node_ip=${CLUSTER_NODE_IP:-$(ip -4 -o addr show scope global | awk 'NR == 1 {spl
 [ -n "$node_ip" ] || { echo "cluster: no global IPv4 address on this machine (set CLUSTER_NODE_IP)" >&2; exit 1; }
 server=https://$node_ip:6443
 make_pki "$node_ip"
-for who in admin controller-manager scheduler training-operator kwok; do
+for who in admin controller-manager scheduler kwok; do
   kubeconfig "$state/$who.kubeconfig" "$who" "" "$server"
 done
 kubeconfig "$state/user.kubeconfig" user kctl-e2e "$server"
@@ -75,70 +75,19 @@ wait_for kube-scheduler 60 "healthy answer on 127.0.0.1:10259" curl -skf https:/
 say "training-operator (CRDs, RBAC, webhook)"
 operator_dir=$(cd "$here/go/training-operator" && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
 [ -d "$operator_dir/manifests/base" ] || fail training-operator "its manifests are not in the module cache ($operator_dir)"
-mkdir -p "$state/manifests/training-operator"
-# kustomize takes only relative paths to a base.
-operator_base=$(realpath --relative-to "$state/manifests/training-operator" "$operator_dir/manifests/overlays/standalone")
-# Upstream's standalone overlay, read from the module cache, with the operator as a host
-# process: no Deployment, and the webhook Service's endpoint is this machine.
-cat > "$state/manifests/training-operator/kustomization.yaml" <<YAML
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - $operator_base
-  - endpoints.yaml
-patches:
-  - target: {kind: Deployment, name: training-operator}
-    patch: |
-      \$patch: delete
-      apiVersion: apps/v1
-      kind: Deployment
-      metadata: {name: training-operator}
-  - target: {kind: Service, name: training-operator}
-    patch: |
-      - {op: remove, path: /spec/selector}
-YAML
-cat > "$state/manifests/training-operator/endpoints.yaml" <<YAML
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: training-operator-host
-  namespace: kubeflow
-  labels: {kubernetes.io/service-name: training-operator}
-addressType: IPv4
-endpoints:
-  - addresses: ["$node_ip"]
-ports:
-  - {name: webhook-server, port: 9443, protocol: TCP}
-  - {name: monitoring-port, port: 18080, protocol: TCP}
-YAML
+# Upstream's standalone overlay, with the operator as a host process.
+host_overlay "$state/manifests/training-operator" kubeflow training-operator training-operator \
+  "[{name: webhook-server, port: 9443, protocol: TCP}, {name: monitoring-port, port: 18080, protocol: TCP}]" \
+  "" "$operator_dir/manifests/overlays/standalone"
 kubectl apply --server-side --force-conflicts -k "$state/manifests/training-operator" \
   >"$logs/manifests.log" 2>&1 || fail manifests "kubectl apply of the training-operator's manifests failed"
 kubectl wait --for condition=established --timeout 60s crd/pytorchjobs.kubeflow.org >/dev/null \
   || fail manifests "the PyTorchJob CRD was not established"
-# controller-runtime's webhook server and the cert rotator both use
-# /tmp/k8s-webhook-server/serving-certs: the operator gets a private tmpfs there, and a loop
-# beside it writes the certificate its rotator keeps in the Secret (a kubelet would mount it).
-mkdir -p /tmp/k8s-webhook-server
-start training-operator unshare --mount --propagation private env \
-  KUBECONFIG="$state/training-operator.kubeconfig" MY_POD_NAMESPACE=kubeflow ADMIN="$state/admin.kubeconfig" \
-  INIT_TEMPLATE="$here/init-pytorch.yaml" INIT_IMAGE="$trainer_image" \
-  bash -c '
-    set -e
-    mount -t tmpfs -o size=1m,mode=0700 tmpfs /tmp/k8s-webhook-server
-    mkdir -p /tmp/k8s-webhook-server/serving-certs
-    ( cd /tmp/k8s-webhook-server/serving-certs
-      # Each second until the rotator has written the Secret, then each minute (rotation).
-      while if [ -s tls.key ]; then sleep 60; else sleep 1; fi; do
-        for key in tls.crt tls.key; do
-          value=$(kubectl --kubeconfig "$ADMIN" -n kubeflow get secret training-operator-webhook-cert \
-            -o "jsonpath={.data.${key//./\\.}}" 2>/dev/null || true)
-          [ -n "$value" ] && echo "$value" | base64 -d > "$key.new" && mv "$key.new" "$key"
-        done
-      done ) &
-    exec training-operator --metrics-bind-address 127.0.0.1:18080 \
-      --health-probe-bind-address 127.0.0.1:18081 --webhook-server-port 9443 \
-      --enable-scheme pytorchjob --pytorch-init-container-template-file "$INIT_TEMPLATE" \
-      --pytorch-init-container-image "$INIT_IMAGE"'
+start_webhook_controller training-operator kubeflow training-operator training-operator-webhook-cert \
+  env MY_POD_NAMESPACE=kubeflow training-operator --metrics-bind-address 127.0.0.1:18080 \
+  --health-probe-bind-address 127.0.0.1:18081 --webhook-server-port 9443 \
+  --enable-scheme pytorchjob --pytorch-init-container-template-file "$here/init-pytorch.yaml" \
+  --pytorch-init-container-image "$trainer_image"
 wait_for training-operator 120 "ready answer on 127.0.0.1:18081/readyz (webhook certificate served)" \
   curl -sf http://127.0.0.1:18081/readyz
 probe_job() {
@@ -156,6 +105,80 @@ spec:
 YAML
 }
 wait_for training-operator 60 "answer from its validating webhook (a server-side dry run of a PyTorchJob)" probe_job
+
+say "JobSet (CRDs, RBAC, webhooks)"
+jobset_dir=$(cd "$here/go/jobset" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
+[ -d "$jobset_dir/config/default" ] || fail jobset-controller-manager "its manifests are not in the module cache ($jobset_dir)"
+host_overlay "$state/manifests/jobset" jobset-system jobset-controller-manager jobset-webhook-service \
+  "[{port: 9445, protocol: TCP}]" "" "$jobset_dir/config/default"
+kubectl apply --server-side --force-conflicts -k "$state/manifests/jobset" \
+  >>"$logs/manifests.log" 2>&1 || fail manifests "kubectl apply of JobSet's manifests failed"
+kubectl wait --for condition=established --timeout 60s crd/jobsets.jobset.x-k8s.io >/dev/null \
+  || fail manifests "the JobSet CRD was not established"
+# Upstream's configuration file, with this machine's ports and no leader election.
+{ sed 's/leaderElect: true/leaderElect: false/' "$jobset_dir/config/components/manager/controller_manager_config.yaml"
+  printf 'webhook: {port: 9445}\nmetrics: {bindAddress: "127.0.0.1:18085"}\nhealth: {healthProbeBindAddress: "127.0.0.1:18086"}\n'
+} > "$state/jobset-config.yaml"
+start_webhook_controller jobset-controller-manager jobset-system jobset-controller-manager \
+  jobset-webhook-server-cert \
+  jobset-controller-manager --config "$state/jobset-config.yaml"
+wait_for jobset-controller-manager 120 "ready answer on 127.0.0.1:18086/readyz (webhook certificate served)" \
+  curl -sf http://127.0.0.1:18086/readyz
+probe_jobset() {
+  kubectl apply --dry-run=server -f - <<YAML
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: webhook-probe, namespace: default}
+spec:
+  replicatedJobs:
+    - name: probe
+      template:
+        spec:
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: probe, image: "kctl-train/probe:1"}]
+YAML
+}
+wait_for jobset-controller-manager 60 "answer from its webhooks (a server-side dry run of a JobSet)" probe_jobset
+
+say "Kubeflow Trainer (CRDs, RBAC, webhooks, Kubeflow's runtimes, kctl-train's runtime)"
+trainer_dir=$(cd "$here/go/trainer" && go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)
+[ -d "$trainer_dir/manifests/base" ] || fail trainer-controller-manager "its manifests are not in the module cache ($trainer_dir)"
+# Upstream's overlays/manager without its JobSet (installed above, from JobSet's own module).
+mkdir -p "$state/manifests/trainer"
+printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: kubeflow-system}\n' > "$state/manifests/trainer/namespace.yaml"
+host_overlay "$state/manifests/trainer" kubeflow-system kubeflow-trainer-controller-manager \
+  kubeflow-trainer-controller-manager "[{name: webhook-server, port: 9444, protocol: TCP}]" \
+  "namespace: kubeflow-system
+secretGenerator:
+  - {name: kubeflow-trainer-webhook-cert, namespace: kubeflow-system, options: {disableNameSuffixHash: true}}
+configMapGenerator:
+  - {name: kubeflow-trainer-public, literals: [kubeflow_trainer_version=v2.3.0], options: {disableNameSuffixHash: true}}" \
+  namespace.yaml "$trainer_dir"/manifests/base/{crds,manager,rbac,webhook}
+kubectl apply --server-side --force-conflicts -k "$state/manifests/trainer" \
+  >>"$logs/manifests.log" 2>&1 || fail manifests "kubectl apply of Kubeflow Trainer's manifests failed"
+kubectl wait --for condition=established --timeout 60s crd/trainjobs.trainer.kubeflow.org \
+  crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null \
+  || fail manifests "the TrainJob and ClusterTrainingRuntime CRDs were not established"
+# Upstream's configuration file, with this machine's ports and no leader election.
+sed -e 's/leaderElect: true/leaderElect: false/' -e 's/healthProbeBindAddress: :8081/healthProbeBindAddress: "127.0.0.1:18083"/' \
+  -e 's/bindAddress: :8443/bindAddress: "127.0.0.1:18082"/' -e 's/port: 9443/port: 9444/' -e 's/port: 10443/port: 18084/' \
+  "$trainer_dir/manifests/base/manager/controller_manager_config.yaml" > "$state/trainer-config.yaml"
+start_webhook_controller trainer-controller-manager kubeflow-system \
+  kubeflow-trainer-controller-manager kubeflow-trainer-webhook-cert \
+  trainer-controller-manager --config "$state/trainer-config.yaml"
+wait_for trainer-controller-manager 120 "ready answer on 127.0.0.1:18083/readyz (webhook certificate served)" \
+  curl -sf http://127.0.0.1:18083/readyz
+# Kubeflow's runtimes as upstream's overlay installs them, and kctl-train's own: both go
+# through Trainer's validating webhook (upstream's skip it by their label).
+kctl_runtime=$root/manifests/trainer-v2/cluster-training-runtime.yaml
+wait_for trainer-controller-manager 60 "answer from its webhooks (a server-side dry run of kctl-train's runtime)" \
+  kubectl apply --server-side --dry-run=server -f "$kctl_runtime"
+kubectl apply --server-side --force-conflicts -f "$kctl_runtime" >>"$logs/manifests.log" 2>&1 \
+  || fail manifests "kubectl apply of kctl-train's ClusterTrainingRuntime ($kctl_runtime) failed"
+kubectl apply --server-side --force-conflicts -k "$trainer_dir/manifests/overlays/runtimes" \
+  >>"$logs/manifests.log" 2>&1 || fail manifests "kubectl apply of Kubeflow's runtimes ($trainer_dir/manifests/overlays/runtimes) failed"
 
 say "simulated GPU node pools (kwok)"
 kwok_dir=$(cd "$here/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from operator_client.backends.kubernetes import api as kube_api
 from operator_client.backends.kubernetes import backend as kube_backend
@@ -23,6 +24,7 @@ from operator_client.spec import load_job_text
 from .conftest import ROOT
 from .fake_apiserver import FakeApiServer, allowed, request_attributes, role_rules
 from .test_kubernetes_backend import TRAINER_CRDS, operator, pod, run, write
+from .written import trainjob
 
 RBAC = ROOT / "manifests/rbac/kctl-train-user.yaml"
 # A store with a Secret for its keys (an unreachable endpoint: nothing is read from it here).
@@ -224,6 +226,15 @@ def test_a_user_with_the_shipped_role_applies_follows_and_deletes_without_a_warn
             assert code == 0 and "warning" not in err.lower(), (argv, err)
         code, _, err = run(capsys, "delete", "train", "--wait")
         assert code == 0, err
+    # A local run with --context borrows the runtime its TrainJob names, of either kind.
+    for kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        job = trainjob("borrow", "team-runtime", ["true"])
+        job["spec"]["runtimeRef"]["kind"] = kind
+        (tmp_path / "borrow.yaml").write_text(yaml.safe_dump(job))
+        _, _, err = run(
+            capsys, "doctor", str(tmp_path / "borrow.yaml"), "--local", "--context", "fake"
+        )
+        assert f"{kind}/team-runtime" in err and "forbidden" not in err.lower(), err
     used = set()
     for r in api.state.requests:
         attributes = request_attributes(r.method, r.path, r.query)
@@ -251,8 +262,9 @@ def test_a_user_with_the_shipped_role_applies_follows_and_deletes_without_a_warn
         if r.path.endswith("/selfsubjectaccessreviews")
         for a in [r.body["spec"]["resourceAttributes"]]
     }  # fmt: skip
+    # The preflight's own reads, and the runtimes a local run borrows (not a cluster job's).
     own = {"secrets", "serviceaccounts", "namespaces", "nodes", "customresourcedefinitions",
-           "clustertrainingruntimes"}  # the preflight's own reads  # fmt: skip
+           "clustertrainingruntimes", "trainingruntimes"}  # fmt: skip
     assert {a for a in asked if a[1] not in own} == {u for u in used if u[1] not in own}
     code, _, err = run(capsys, "list")  # every namespace: the Role grants one
     assert code == 1 and "list one namespace with -n NAMESPACE" in err, err

@@ -339,6 +339,15 @@ def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> 
     forced = ["apply", "ns.yaml", "-n", "b", "--force-namespace", "--local", "--dry-run=client"]
     out = kctl(*forced, env=env, cwd=tmp_path)
     assert out.returncode == 0 and "namespace: b" in out.stdout
+    # A rendered object keeps its namespace (its pods' spec names it too), as kubectl does.
+    rendered = kctl("render", "ns.yaml", "--operator", "trainjob", env=env, cwd=tmp_path)
+    (tmp_path / "ns-trainjob.yaml").write_text(rendered.stdout)
+    moved = ["apply", "ns-trainjob.yaml", "-n", "b", "--local", "--dry-run=client"]
+    out = kctl(*moved, env=env, cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "TrainJob ns: metadata.namespace is 'a' but -n says 'b'" in out.stderr
+    out = kctl(*moved[:2], "-n", "a", *moved[4:], env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "namespace: a" in out.stdout, out.stderr
 
 
 def running(pid: int) -> bool:

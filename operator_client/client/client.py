@@ -21,7 +21,7 @@ from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run, results_dir
 from .grace import grace_warning
 from .handle import JobHandle
-from .jobs import load, trainjob_manifest, with_namespace
+from .jobs import load, object_in_namespace, trainjob_manifest, with_namespace
 
 if TYPE_CHECKING:
     from ..image import BuiltImage
@@ -159,14 +159,13 @@ class Client:
         force_conflicts: bool,
     ) -> JobHandle:
         """A Kubeflow object as given: the admission rules, then as a rendered one."""
-        if namespace:
-            manifest["metadata"]["namespace"] = namespace
+        object_in_namespace(manifest, namespace)
+        meta = manifest["metadata"]
         problems = admission_errors(manifest)
         if problems:
             raise BadInput(
                 f"the cluster would refuse this {manifest['kind']}: {'; '.join(problems)}"
             )
-        meta = manifest["metadata"]
         handle = JobHandle(
             self._backend, meta["name"], meta.get("namespace", "default"), manifest=manifest
         )
@@ -239,6 +238,7 @@ class Client:
 
         trainjob = trainjob_manifest(job)
         if trainjob is not None:
+            object_in_namespace(trainjob, namespace or self.namespace)
             refused = [Finding("error", p, True) for p in admission_errors(trainjob)]
             return refused or self._backend.check(trainjob)
         loaded = load(job, operator=operator)

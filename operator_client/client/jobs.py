@@ -88,3 +88,20 @@ def with_namespace(loaded: LoadedJob, namespace: str | None, force: bool) -> Tra
     return job.model_copy(
         update={"metadata": job.metadata.model_copy(update={"namespace": namespace})}
     )
+
+
+def object_in_namespace(manifest: dict[str, Any], namespace: str | None) -> None:
+    """A Kubeflow object given as it is, moved into `namespace` (None: its own). One that
+    names another namespace is refused, as kubectl refuses it: a rendered object also
+    carries its namespace inside (the spec its pods read places the run in the store), so
+    moving it would store the run under the other namespace's path."""
+    meta = manifest["metadata"]
+    own = meta.get("namespace")
+    if namespace and own and own != namespace:
+        raise BadInput(
+            f"{manifest['kind']} {meta.get('name')}: metadata.namespace is {own!r} but -n "
+            f"says {namespace!r}; drop -n, or render the job for {namespace!r} "
+            "(metadata.namespace in its job file)"
+        )
+    if namespace:
+        meta["namespace"] = namespace

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,11 @@ STATE = Path(os.environ.get("CLUSTER_DIR", ROOT / ".cluster"))
 NAMESPACE = "kctl-e2e"
 KCTL = ROOT / ".venv" / "bin" / "kctl-train"
 T = TypeVar("T")
+# The label each operator puts on a job's pods (a TrainJob's come from its JobSet, named alike).
+JOB_LABEL = {
+    "pytorchjob": "training.kubeflow.org/job-name",
+    "trainjob": "jobset.sigs.k8s.io/jobset-name",
+}
 
 
 @dataclass(frozen=True)
@@ -56,20 +61,24 @@ class Cluster:
         """The environment kctl-train runs in: the namespaced user's kubeconfig, no colour."""
         return {**os.environ, "KUBECONFIG": str(self.user), "NO_COLOR": "1"}
 
-    def kctl(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """kctl-train as the namespaced user, in the e2e namespace."""
+    def kctl(
+        self, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """kctl-train as the namespaced user (`env` added to its environment)."""
         return subprocess.run(
             [str(KCTL), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=self.user_env,
+            env={**self.user_env, **(env or {})},
             cwd=ROOT,
         )
 
-    def pods(self, job: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-        """The pods the operator made for a job, as the admin sees them."""
-        selector = f"training.kubeflow.org/job-name={job}"
+    def pods(
+        self, job: str, namespace: str = NAMESPACE, kind: str = "pytorchjob"
+    ) -> list[dict[str, Any]]:
+        """The pods the controllers made for a job, as the admin sees them."""
+        selector = f"{JOB_LABEL[kind]}={job}"
         items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
         return items
 

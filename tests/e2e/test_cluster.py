@@ -1,6 +1,7 @@
 """kctl-train against the real cluster of `make cluster`: the real API server (RBAC, Pod
-Security, server-side apply and dry runs, its own error words), the real training-operator
-making the pods, and the real scheduler placing them on simulated GPU node pools (kwok).
+Security, server-side apply and dry runs, its own error words), the real training-operator,
+Kubeflow Trainer and JobSet making the pods, and the real scheduler placing them on simulated
+GPU node pools (kwok).
 
 Every command runs as the namespaced user the shipped manifests/rbac describes.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,11 @@ POOLS = {
     "aks-a100": (NAMESPACE, "kubernetes.azure.com/agentpool", "a100pool"),
     "onprem-infiniband": (HPC, "node-role.kubernetes.io/gpu", "true"),
 }
+# The examples a TrainJob can carry (`validate --operator trainjob`); the others set what only
+# a runtime may (a TTL, a PriorityClass, gang scheduling, an image pull policy).
+TRAINJOBS = ("aks-a100", "gke-h100-4x8", "quickstart")
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.yaml"))
+RESOURCE = {"pytorchjob": "pytorchjob.kubeflow.org", "trainjob": "trainjob.trainer.kubeflow.org"}
 
 
 @pytest.fixture(scope="module")
@@ -33,28 +40,41 @@ def cluster() -> Cluster:
     return connect()
 
 
-def _apply(cluster: Cluster, example: str, namespace: str = NAMESPACE) -> None:
+def _apply(
+    cluster: Cluster, example: str, namespace: str = NAMESPACE, operator: str = "pytorchjob"
+) -> None:
     done = cluster.kctl(
-        "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace"
+        "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
+        "--operator", operator,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
 
 
-def _rendered(cluster: Cluster, example: str, namespace: str) -> dict[str, Any]:
+def _rendered(
+    cluster: Cluster, example: str, namespace: str, operator: str = "pytorchjob"
+) -> dict[str, Any]:
     done = cluster.kctl(
         "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
-        "--dry-run=client", "-o", "json",
+        "--operator", operator, "--dry-run=client", "-o", "json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     job: dict[str, Any] = json.loads(done.stdout)
     return job
 
 
-def _placed(cluster: Cluster, job: str, namespace: str, count: int) -> list[dict[str, Any]] | None:
-    pods = cluster.pods(job, namespace)
+def _placed(
+    cluster: Cluster, job: str, namespace: str, count: int, operator: str = "pytorchjob"
+) -> list[dict[str, Any]] | None:
+    pods = cluster.pods(job, namespace, operator)
     if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
         return pods
     return None
+
+
+def _pod_count(job: dict[str, Any]) -> int:
+    if job["kind"] == "TrainJob":
+        return int(job["spec"]["trainer"]["numNodes"])
+    return sum(s["replicas"] for s in job["spec"]["pytorchReplicaSpecs"].values())
 
 
 def test_preflight_runs_against_the_real_rbac(cluster: Cluster) -> None:
@@ -85,44 +105,107 @@ def test_the_servers_own_words_reach_the_user(cluster: Cluster) -> None:
     )
 
 
-@pytest.mark.parametrize("example", sorted(p.stem for p in (ROOT / "examples").glob("*.yaml")))
-def test_every_example_passes_a_server_side_dry_run(cluster: Cluster, example: str) -> None:
+def test_the_trainjob_preflight_finds_trainer_and_its_runtime(cluster: Cluster) -> None:
+    done = cluster.kctl(
+        "doctor", "examples/aks-a100.yaml", "-n", NAMESPACE, "--force-namespace",
+        "--operator", "trainjob",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "trainjob/segmentation: the kubernetes backend is ready for it" in done.stdout
+
+
+def test_a_local_run_borrows_kubeflows_runtime_from_the_cluster(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`apply --local --context`: a hand-written TrainJob's runtime (Kubeflow's
+    torch-distributed, as Trainer's overlay installed it) is read from the real cluster with
+    the shipped RBAC; its pod runs here, in a sandbox."""
+    job = tmp_path / "trainjob.yaml"
+    job.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "borrowed", "namespace": NAMESPACE},
+                "spec": {
+                    "runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"command": ["python3", "-c", "print('ran here')"], "numNodes": 1},
+                },
+            }
+        )
+    )
+    home = {"KCTL_TRAIN_HOME": str(tmp_path / "home")}
+    done = cluster.kctl(
+        "apply", str(job), "--local", "--context", "kctl-train", "--wait", env=home
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Complete: jobset completed successfully" in done.stderr
+    logs = cluster.kctl("logs", "borrowed", "-n", NAMESPACE, "--local", env=home)
+    assert "ran here" in logs.stdout, logs.stdout + logs.stderr
+
+
+@pytest.mark.parametrize(
+    "example,operator",
+    [(e, "pytorchjob") for e in EXAMPLES] + [(e, "trainjob") for e in TRAINJOBS],
+)
+def test_every_example_passes_a_server_side_dry_run(
+    cluster: Cluster, example: str, operator: str
+) -> None:
+    """The real API server's schema and the operators' own webhooks (training-operator's
+    for a PyTorchJob; Trainer's, with the runtime it names, for a TrainJob) accept each."""
     namespace = POOLS.get(example, (NAMESPACE,))[0]
     done = cluster.kctl(
         "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
-        "--dry-run=server", "-o", "name",
+        "--operator", operator, "--dry-run=server", "-o", "name",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("pytorchjob.kubeflow.org/"), done.stdout
+    assert done.stdout.startswith(RESOURCE[operator] + "/"), done.stdout
     assert "server dry run" in done.stderr
 
 
-@pytest.mark.parametrize("example", sorted(POOLS))
-def test_the_scheduler_puts_each_gpu_example_on_its_pool(cluster: Cluster, example: str) -> None:
-    """The real operator makes the pods, the real scheduler places them by the job's
-    selectors, tolerations and GPU requests; the simulated nodes run them."""
+# A PyTorchJob's pods run on the simulated nodes until deleted; a TrainJob's are Job pods,
+# which kwok's fast stages complete at once: the state kctl-train shows, then what a second
+# apply does (nothing to a running job; a finished one is replaced).
+SETTLED = {"pytorchjob": ("Running", "unchanged"), "trainjob": ("Succeeded", "replaced")}
+
+
+@pytest.mark.parametrize(
+    "example,operator",
+    [(e, "pytorchjob") for e in sorted(POOLS)] + [(e, "trainjob") for e in TRAINJOBS if e in POOLS],
+)
+def test_the_scheduler_puts_each_gpu_example_on_its_pool(
+    cluster: Cluster, example: str, operator: str
+) -> None:
+    """The real controllers make the pods (the training-operator; or Trainer, JobSet and the
+    Job controller), the real scheduler places them by the job's selectors, tolerations and
+    GPU requests; the simulated nodes run them."""
     namespace, label, value = POOLS[example]
-    job = _rendered(cluster, example, namespace)
+    job = _rendered(cluster, example, namespace, operator)
     name = job["metadata"]["name"]
-    count = sum(s["replicas"] for s in job["spec"]["pytorchReplicaSpecs"].values())
-    _apply(cluster, example, namespace)
+    count = _pod_count(job)
+    state, second_apply = SETTLED[operator]
+    _apply(cluster, example, namespace, operator)
     try:
         pods = eventually(
-            lambda: _placed(cluster, name, namespace, count), 90, f"{count} placed pods of {name}"
+            lambda: _placed(cluster, name, namespace, count, operator),
+            90,
+            f"{count} placed pods of {name}",
         )
         for pod in pods:
             node = cluster.get("node", pod["spec"]["nodeName"])
             assert node["metadata"]["labels"].get(label) == value, pod["metadata"]["name"]
 
-        def running() -> bool | None:
+        def settled() -> bool | None:
             shown = cluster.kctl("status", name, "-n", namespace).stdout
-            return True if shown.startswith(f"pytorchjob/{name}  Running") else None
+            return True if shown.startswith(f"{operator}/{name}  {state}") else None
 
-        eventually(running, 60, f"{name} Running in kctl-train status")
+        eventually(settled, 60, f"{name} {state} in kctl-train status")
         again = cluster.kctl(
-            "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace"
+            "apply", f"examples/{example}.yaml", "-n", namespace, "--force-namespace",
+            "--operator", operator,
         )  # fmt: skip
-        assert again.returncode == 0 and "unchanged" in again.stdout, again.stdout + again.stderr
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert f"{RESOURCE[operator]}/{name} {second_apply}" in again.stdout, again.stdout
         assert name in cluster.kctl("list", "-n", namespace).stdout
     finally:
         gone = cluster.kctl("delete", name, "-n", namespace)
@@ -130,7 +213,9 @@ def test_the_scheduler_puts_each_gpu_example_on_its_pool(cluster: Cluster, examp
     # delete returns once the job and its pods are gone; the operator's cache may still
     # make a pod for the job it has not yet seen go, which the garbage collector removes.
     eventually(
-        lambda: True if not cluster.pods(name, namespace) else None, 30, f"{name}'s pods gone"
+        lambda: True if not cluster.pods(name, namespace, operator) else None,
+        30,
+        f"{name}'s pods gone",
     )
 
 

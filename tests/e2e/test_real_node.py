@@ -102,8 +102,34 @@ def _long_job(tmp_path: Path, name: str, steps: int) -> Path:
     return path
 
 
-def _pod_names(cluster: Cluster, name: str) -> list[str]:
-    return [p["metadata"]["name"] for p in cluster.pods(name)]
+def _assert_complete(out: Path) -> None:
+    """A collected kind-cpu run: its final checkpoint, every rank's outputs, the report."""
+    assert (out / "_SUCCESS").is_file()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000000300"]
+    assert (out / "checkpoints/step-000000000300/MANIFEST.json").is_file()
+    with (out / "outputs/val/all.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    # Every rank wrote its share; rank 0 aggregated them: each sample once per epoch.
+    assert {r["rank"] for r in rows} == {"0", "1"}
+    assert len({(r["epoch"], r["sample"]) for r in rows}) == len(rows) > 0
+    assert (out / "report.png").is_file() and (out / "report.txt").is_file()
+
+
+def _as_trainjob(tmp_path: Path, name: str) -> Path:
+    """examples/kind-cpu.yaml for a TrainJob: renamed, and without `imagePullPolicy: Never`
+    (for kind's side-loaded images), which only a runtime may set; kctl-train's runtime has
+    IfNotPresent, which finds the imported image on the node just as well."""
+    doc = yaml.safe_load((ROOT / "examples/kind-cpu.yaml").read_text())
+    doc["metadata"]["name"] = name
+    del doc["spec"]["imagePullPolicy"]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _fresh_run(name)
+    return path
+
+
+def _pod_names(cluster: Cluster, name: str, kind: str = "pytorchjob") -> list[str]:
+    return [p["metadata"]["name"] for p in cluster.pods(name, kind=kind)]
 
 
 def test_kind_cpu_trains_on_the_real_node_and_is_collected(
@@ -133,15 +159,7 @@ def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     assert applying.returncode == 0, stderr[-3000:]
     assert "Succeeded: PyTorchJob kind-cpu is successfully completed." in stderr
     assert "kind-cpu: finished at step 300" in stdout + stderr
-    assert (out / "_SUCCESS").is_file()
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000000300"]
-    assert (out / "checkpoints/step-000000000300/MANIFEST.json").is_file()
-    with (out / "outputs/val/all.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    # Every rank wrote its share; rank 0 aggregated them: each sample once per epoch.
-    assert {r["rank"] for r in rows} == {"0", "1"}
-    assert len({(r["epoch"], r["sample"]) for r in rows}) == len(rows) > 0
-    assert (out / "report.png").is_file() and (out / "report.txt").is_file()
+    _assert_complete(out)
     # Applied again once finished: replaced, and the new run resumes from step 300 at once.
     again = cluster.kctl(
         "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace", "--wait",
@@ -241,3 +259,72 @@ def test_apply_wait_rides_out_a_control_plane_that_resets_and_hangs(
     assert waiting.returncode == 0, err[-3000:]
     assert "trying again" in err
     assert f"Succeeded: PyTorchJob {name} is successfully completed." in err
+
+
+def test_kind_cpu_as_a_trainjob_trains_and_is_collected(cluster: Cluster, tmp_path: Path) -> None:
+    """The same job through Kubeflow Trainer: the TrainJob on kctl-train's
+    ClusterTrainingRuntime, its JobSet, the Job controller's indexed pods, torchrun from
+    Trainer's PET_* variables; then collect."""
+    name = "kind-cpu-tj"
+    cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
+    path = _as_trainjob(tmp_path, name)
+    out = tmp_path / "collected"
+    done = cluster.kctl(
+        "apply", str(path), "-n", NAMESPACE, "--force-namespace", "--operator", "trainjob",
+        "--wait", "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3,
+        timeout=700,
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"trainjob.trainer.kubeflow.org/{name} created" in done.stdout
+        assert "Complete: jobset completed successfully" in done.stderr
+        assert f"{name}: finished at step 300" in done.stdout + done.stderr
+        _assert_complete(out)
+        pods = sorted(_pod_names(cluster, name, "trainjob"))
+        assert [p.rsplit("-", 1)[0] for p in pods] == [f"{name}-node-0-0", f"{name}-node-0-1"]
+        logs = cluster.kctl("logs", name, "-n", NAMESPACE)
+        assert "[node-0-0]" in logs.stdout and "[node-0-1]" in logs.stdout, logs.stderr
+    finally:
+        cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
+
+
+def test_the_trainjob_runs_unchanged_on_kubeflows_torch_distributed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """On Kubeflow's own torch-distributed ClusterTrainingRuntime, installed unchanged from
+    Trainer's module: the rendered TrainJob's runtime patch carries what kctl-train's runtime
+    adds to it (the restricted security contexts, /tmp and /dev/shm, labels), so naming the
+    other runtime is the only change, and the restricted namespace admits its pods."""
+    name = "kind-cpu-td"
+    cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
+    spec = _as_trainjob(tmp_path, name)
+    doc = yaml.safe_load(spec.read_text())
+    doc["metadata"]["namespace"] = NAMESPACE  # the object, and the spec its pods read
+    spec.write_text(yaml.safe_dump(doc))
+    rendered = cluster.kctl("render", str(spec), "--operator", "trainjob")
+    assert rendered.returncode == 0, rendered.stderr
+    trainjob = yaml.safe_load(rendered.stdout)
+    trainjob["spec"]["runtimeRef"]["name"] = "torch-distributed"
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(yaml.safe_dump(trainjob))
+    done = cluster.kctl(
+        "apply", str(path), "-n", NAMESPACE, "--wait", "--timeout", "600", "--no-collect",
+        timeout=700,
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "Complete: jobset completed successfully" in done.stderr
+        jobset = cluster.get("jobset", "-n", NAMESPACE, name)
+        pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == "kctl-train/trainer:e2e"
+        # torch-distributed's Job template, not kctl-train's (which sets backoffLimit: 6).
+        assert "backoffLimit" not in jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+        out = tmp_path / "collected"
+        collected = cluster.kctl(
+            "collect", name, "-n", NAMESPACE, "--from", f"s3://{BUCKET}/runs",
+            "--endpoint", S3, "--to", str(out),
+        )  # fmt: skip
+        assert collected.returncode == 0, collected.stderr
+        _assert_complete(out)
+    finally:
+        cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")
