@@ -77,7 +77,7 @@ def test_torch_distributed_as_shipped_gets_the_torch_plugins_env_and_port() -> N
     assert workload.operator_env("node", 1) == {
         "JOB_COMPLETION_INDEX": "1",
         "PET_NNODES": "2",
-        "PET_NPROC_PER_NODE": "auto",  # no resourcesPerNode: the runtime's default
+        "PET_NPROC_PER_NODE": "1",  # no resources anywhere: 1 (the real plugin's, tests/fidelity)
         "PET_NODE_RANK": "1",
         "PET_MASTER_ADDR": "tj-node-0-0.tj",
         "PET_MASTER_PORT": "29500",
@@ -87,7 +87,9 @@ def test_torch_distributed_as_shipped_gets_the_torch_plugins_env_and_port() -> N
 def test_initializers_run_first_in_depends_on_order_and_take_spec_initializer() -> None:
     """The ancestor label decides which Job takes what: `trainer` the TrainJob's trainer,
     the initializers spec.initializer (constants.go; jobset/builder.go)."""
-    llama = runtime(RUNTIMES / "llama3_2_1B.yaml")
+    llama = copy.deepcopy(runtime(RUNTIMES / "llama3_2_1B.yaml"))
+    # Its PVCs are refused locally (test below); the order of its Jobs is what counts here.
+    del llama["spec"]["template"]["spec"]["volumeClaimPolicies"]
     dataset_given = {"storageUri": "hf://mine/data", "env": [{"name": "B", "value": "2"}]}
     manifest = trainjob(
         "torchtune-llama3.2-1b",
@@ -123,19 +125,30 @@ def test_initializers_run_first_in_depends_on_order_and_take_spec_initializer() 
     assert lc.startable(workload.groups, done, order[:2]) == ["node"]
 
 
+def test_a_runtime_with_volume_claims_is_refused_locally() -> None:
+    llama = runtime(RUNTIMES / "llama3_2_1B.yaml")
+    with pytest.raises(WorkloadError, match="volumeClaimPolicies: JobSet makes"):
+        pods_of(trainjob("torchtune-llama3.2-1b", trainer={"numNodes": 1}), llama)
+
+
 def test_an_mpi_runtime_is_refused_locally_with_the_reason() -> None:
     deepspeed = runtime(RUNTIMES / "deepspeed_distributed.yaml")
     with pytest.raises(WorkloadError, match=r"MPI policy.*SSH"):
         pods_of(trainjob("deepspeed-distributed", trainer=TRAINER_SPEC), deepspeed)
 
 
-@pytest.mark.parametrize("file", ["jax_distributed.yaml", "xgboost_distributed.yaml"])
-def test_a_runtime_without_a_torch_policy_gets_no_pet_env(file: str) -> None:
+@pytest.mark.parametrize(
+    ("file", "words"), [("jax_distributed.yaml", "JAX_"), ("xgboost_distributed.yaml", "DMLC_")]
+)
+def test_a_runtime_whose_plugin_env_is_not_modelled_is_refused_locally(
+    file: str, words: str
+) -> None:
+    """The real jax and xgboost plugins add their own variables and port (tests/fidelity
+    recorded them); a local run would lack them, so it is refused, not run differently."""
     found = runtime(RUNTIMES / file)
     manifest = trainjob(found["metadata"]["name"], trainer=TRAINER_SPEC)
-    workload = pods_of(manifest, found)
-    assert workload.operator_env("node", 1) == {"JOB_COMPLETION_INDEX": "1"}
-    assert "ports" not in workload.container("node")
+    with pytest.raises(WorkloadError, match=rf"policy: its plugin's variables \({words}"):
+        pods_of(manifest, found)
 
 
 def plain(name: str = "plain", **network: Any) -> dict[str, Any]:

@@ -209,33 +209,37 @@ GPU8 = {"requests": {"nvidia.com/gpu": "8"}}
 
 
 @pytest.mark.parametrize(
-    ("trainer", "torch", "expected"),
+    ("trainer", "runtime_resources", "expected"),
     [
-        ({"numProcPerNode": 3, "resourcesPerNode": GPU8}, {}, "3"),  # the TrainJob's wins
-        ({"resourcesPerNode": GPU8}, {}, "auto"),
+        ({"numProcPerNode": 3, "resourcesPerNode": GPU8}, None, "3"),  # the TrainJob's wins
+        ({"resourcesPerNode": GPU8}, None, "auto"),
         ({"resourcesPerNode": {"limits": {"amd.com/gpu": "1"}, "requests": {"cpu": "4"}}},
          {}, "auto"),
-        ({"resourcesPerNode": {"requests": {"nvidia.com/gpu": "0", "cpu": "2"}}}, {}, "2"),
+        ({"resourcesPerNode": {"requests": {"nvidia.com/gpu": "0", "cpu": "2"}}}, None, "2"),
         # a GPU request of 0 with a positive limit is a GPU
         ({"resourcesPerNode": {"requests": {"nvidia.com/gpu": "0"},
-                               "limits": {"nvidia.com/gpu": "1"}}}, {}, "auto"),
-        ({"resourcesPerNode": {"limits": {"example.com/GPU": "2"}}}, {}, "auto"),  # any case
-        ({"resourcesPerNode": {"requests": {"cpu": "2500m"}}}, {}, "3"),  # rounded up
-        ({"resourcesPerNode": {"limits": {"cpu": "0.5"}}}, {}, "1"),
+                               "limits": {"nvidia.com/gpu": "1"}}}, None, "auto"),
+        ({"resourcesPerNode": {"limits": {"example.com/GPU": "2"}}}, None, "auto"),  # any case
+        ({"resourcesPerNode": {"requests": {"cpu": "2500m"}}}, None, "3"),  # rounded up
+        ({"resourcesPerNode": {"limits": {"cpu": "0.5"}}}, None, "1"),
         # a zero CPU request falls back to the limit
-        ({"resourcesPerNode": {"requests": {"cpu": "0"}, "limits": {"cpu": "4"}}}, {}, "4"),
-        ({"resourcesPerNode": {"requests": {"cpu": "4", "habana.ai/gaudi": "8"}}}, {}, "4"),
-        ({"resourcesPerNode": {}}, {}, "1"),
-        # no resourcesPerNode: the runtime's value (default auto); its resources do not count
-        ({}, {}, "auto"),
-        ({}, {"numProcPerNode": 2}, "2"),
-        ({"resourcesPerNode": GPU8}, {"numProcPerNode": 2}, "2"),
+        ({"resourcesPerNode": {"requests": {"cpu": "0"}, "limits": {"cpu": "4"}}}, None, "4"),
+        ({"resourcesPerNode": {"requests": {"cpu": "4", "habana.ai/gaudi": "8"}}}, None, "4"),
+        ({"resourcesPerNode": {}}, None, "1"),
+        # No resourcesPerNode: the runtime's node container's resources decide
+        # (ExtractResourcePerNodeFromRuntime); none anywhere is 1, as the real torch
+        # plugin sets on Kubeflow's torch-distributed (tests/fidelity).
+        ({}, None, "1"),
+        ({}, {"requests": {"cpu": "4"}}, "4"),
+        ({}, GPU8, "auto"),
+        ({"resourcesPerNode": {"requests": {"cpu": "2"}}}, GPU8, "2"),  # the TrainJob's replace
+        ({"resourcesPerNode": {}}, GPU8, "1"),  # even an empty one
     ],
 )  # fmt: skip
 def test_processes_per_node_as_the_torch_plugin_computes_them(
-    trainer: dict[str, Any], torch: dict[str, Any], expected: str
+    trainer: dict[str, Any], runtime_resources: dict[str, Any] | None, expected: str
 ) -> None:
-    assert torch_nproc(trainer, torch) == expected
+    assert torch_nproc(trainer, runtime_resources) == expected
 
 
 def test_a_trainjob_of_a_runtime_this_backend_lacks_is_refused() -> None:

@@ -187,6 +187,8 @@ class Submitted:
     resume_step: int | None = None  # the committed checkpoint the run resumes from
     logs_at: str | None = None  # where the replicas' logs can be read directly
     note: str | None = None  # what a dry run found a real submit would do first
+    # A local server dry run: the Pods it would start, as the API server would hold them.
+    pods: list[dict[str, Any]] | None = None
 
 
 # Events of a watch.

@@ -103,7 +103,13 @@ def apply(args: argparse.Namespace) -> int:
         _dry_run_output(args.output, handle.manifest)
         return EXIT_OK
     if submitted.dry_run:
-        _dry_run_output(args.output, submitted.object)
+        pods = submitted.pods
+        if pods is not None and args.output != "name":  # what a local run would start
+            output.objects(
+                {"apiVersion": "v1", "kind": "List", "items": pods}, args.output or "yaml"
+            )
+        else:
+            _dry_run_output(args.output, submitted.object)
         console.info(f"(server dry run: checked by the {client.info.name} backend, nothing stored)")
         if submitted.note:
             console.info(submitted.note)

@@ -77,9 +77,9 @@ def operator_env(
     address: Callable[[str], str] = _identity,
     port: int | None = None,
 ) -> dict[str, str]:
-    """Variables appended to the `pytorch` container's env of one replica pod, in the
+    """Variables appended to the env of every container of one replica pod, in the
     operator's order (setPodEnv, v1.9.4): the Master's variables whenever a Master exists,
-    then the elastic ones or PET_NNODES, then PET_NPROC_PER_NODE."""
+    then PET_NPROC_PER_NODE, then the elastic ones or PET_NNODES."""
     spec = manifest["spec"]
     name = manifest["metadata"]["name"]
     # The API server drops a null replica spec (`Worker: null`): a Master-only job.
@@ -97,21 +97,21 @@ def operator_env(
         env.update(
             {
                 "MASTER_PORT": str(master_port),
-                "MASTER_ADDR": master,
                 "PET_MASTER_PORT": str(master_port),
+                "MASTER_ADDR": master,
                 "PET_MASTER_ADDR": master,
                 "WORLD_SIZE": str(_wrap(total * (factor if factor is not None else 1))),
                 "RANK": str(rank),
                 "PET_NODE_RANK": str(rank),
             }
         )
+    if nproc is not None:
+        env["PET_NPROC_PER_NODE"] = nproc
     elastic = _given(spec, "elasticPolicy")
     if elastic is not None:
         env.update(_elastic_env(manifest, elastic, address, port))
     else:
         env["PET_NNODES"] = str(total)
-    if nproc is not None:
-        env["PET_NPROC_PER_NODE"] = nproc
     return env
 
 

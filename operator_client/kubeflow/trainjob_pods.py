@@ -46,6 +46,11 @@ class Network:
     dns_hostnames: bool = True
 
 
+# Trainer v2.3.0 plugins whose env a local run does not reproduce (tests/fidelity shows the
+# real ones), so their runtimes are refused rather than run differently.
+UNMODELLED_POLICIES = {"jax": "JAX_*", "xgboost": "DMLC_*"}
+
+
 def policy_of(runtime: Mapping[str, Any]) -> str | None:
     """The runtime's ML policy: "torch", "mpi", another source's name, or None."""
     ml = runtime.get("spec", {}).get("mlPolicy") or {}
@@ -116,7 +121,19 @@ def build(
             "the nodes' processes over SSH (mpirun), which a local run does not provide; "
             "run it on a cluster"
         )
+    if policy in UNMODELLED_POLICIES:
+        raise WorkloadError(
+            f"runtime {runtime['metadata']['name']} has a {policy} policy: its plugin's "
+            f"variables ({UNMODELLED_POLICIES[policy]}) are not modelled here, so a local run "
+            "would differ from the cluster's; run it on a cluster"
+        )
     template = runtime["spec"]["template"]
+    if (template.get("spec") or {}).get("volumeClaimPolicies"):
+        raise WorkloadError(
+            f"runtime {runtime['metadata']['name']} has volumeClaimPolicies: JobSet makes "
+            "PersistentVolumeClaims for its pods, which a local run does not provision; run "
+            "it on a cluster"
+        )
     problems = patch_errors(manifest, runtime)
     if problems:
         raise WorkloadError("; ".join(problems))
@@ -170,7 +187,7 @@ def build(
                 ),
                 step=step,
                 torch_nproc=(
-                    torch_nproc(trainer, ml.get("torch") or {})
+                    torch_nproc(trainer, _node_resources(pod_spec))
                     if torch and trainer is not None
                     else None
                 ),
@@ -197,17 +214,18 @@ def torch_env(job: str, group: Group, index: int) -> dict[str, str]:
     }
 
 
-def torch_nproc(trainer: Mapping[str, Any], torch: Mapping[str, Any]) -> str:
-    """PET_NPROC_PER_NODE as the torch plugin computes it: the TrainJob's numProcPerNode;
-    else the runtime's (default `auto`), which, when `auto` and the TrainJob gives
-    resourcesPerNode, becomes the CPU count unless those resources hold a GPU. A runtime's
-    own resources never decide it."""
+def torch_nproc(trainer: Mapping[str, Any], node_resources: Mapping[str, Any] | None) -> str:
+    """PET_NPROC_PER_NODE as the torch plugin (v2.3.0 torch.go) computes it: the TrainJob's
+    numProcPerNode; else `auto`, which, unless the node's resources hold a GPU, becomes the
+    CPU count, at least 1 (so 1 where no CPU is given anywhere). The node's resources are
+    the TrainJob's resourcesPerNode, else the runtime's `node` container's
+    (ExtractResourcePerNodeFromRuntime). A runtime's mlPolicy.torch has no numProcPerNode in
+    v2.3.0."""
     if trainer.get("numProcPerNode") is not None:
         return str(int(trainer["numProcPerNode"]))
-    base = str(torch.get("numProcPerNode") or "auto")
     resources = trainer.get("resourcesPerNode")
-    if base != "auto" or resources is None:
-        return base
+    if resources is None:  # an empty resourcesPerNode still replaces the runtime's
+        resources = node_resources or {}
     if _gpus(resources) > 0:
         return "auto"
     # Imported here: pydantic's core is a cost that commands which only look at jobs
@@ -219,6 +237,14 @@ def torch_nproc(trainer: Mapping[str, Any], torch: Mapping[str, Any]) -> str:
     if cpu <= 0 and "cpu" in limits:  # a zero request falls back to the limit
         cpu = parse_quantity(str(limits["cpu"]))
     return str(max(1, math.ceil(cpu)))
+
+
+def _node_resources(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The resources of the runtime's `node` container (before the TrainJob's own)."""
+    for container in pod_spec.get("containers") or []:
+        if container.get("name") == tj.CONTAINER_NAME and container.get("resources") is not None:
+            return container["resources"]  # type: ignore[no-any-return]
+    return None
 
 
 def _gpus(resources: Mapping[str, Any]) -> Decimal:

@@ -26,6 +26,7 @@ from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
 from ...kubeflow.kinds import Kind, kind_of
 from ...kubeflow.pod_env import PodEnvError
+from ...kubeflow.pod_manifests import pod_manifests
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore.checkpoints import newest_complete
@@ -290,7 +291,10 @@ class LocalBackend(Backend):
                 if finished
                 else None
             )
-            return Submitted(None, "checked", dict(manifest), dry_run=True, how="local", note=note)
+            pods = pod_manifests(workload_of(manifest, self.runtimes))
+            return Submitted(
+                None, "checked", dict(manifest), dry_run=True, how="local", note=note, pods=pods
+            )
         if job.exists() and not finished:
             if job.manifest() == manifest:
                 return self._submitted(job, "unchanged", None)

@@ -1,0 +1,39 @@
+"""What the local backend makes of a corpus input, in the goldens' form (record.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operator_client.kubeflow import pod_security as pss
+from operator_client.kubeflow.pod_manifests import pod_manifests
+from operator_client.kubeflow.webhook import admission_errors
+from operator_client.kubeflow.workload import WorkloadError, workload_of
+
+from .corpus import documents
+from .project import project
+
+LEVEL = "baseline"  # kctl-fidelity's, and a local run's default
+
+
+def local(name: str) -> dict[str, Any]:
+    job, *runtimes = documents(name)
+    problems = admission_errors(job)
+    if problems:
+        return {"refused": "; ".join(problems)}
+    try:
+        workload = workload_of(job, {r["metadata"]["name"]: r for r in runtimes})
+    except WorkloadError as exc:
+        return {"refused": str(exc)}
+    refused = pss.group_refusals(workload, LEVEL)
+    # The first wave: a replicated Job that depends on another starts once that one is
+    # Complete or Ready, which the recording does not wait for.
+    first = {g.type for g in workload.groups if not g.depends_on and g.type not in refused}
+    pods = [
+        project(p)
+        for p in pod_manifests(workload)
+        if p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name", "") in first
+        or p["metadata"]["labels"].get("training.kubeflow.org/replica-type", "").title() in first
+    ]
+    if not pods and refused:
+        return {"pods": [], "refused_pods": sorted(refused.values())}
+    return {"pods": sorted(pods, key=lambda p: p["name"])}
