@@ -179,6 +179,13 @@ def _defaults(container: Mapping[str, Any]) -> dict[str, Any]:
     out.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
     if out.get("ports"):
         out["ports"] = [{**p, "protocol": p.get("protocol", "TCP")} for p in out["ports"]]
+    resources = out.get("resources") or {}
+    if resources.get("limits"):
+        # A limit without a request gets the limit as its request (SetDefaults_Pod).
+        out["resources"] = {
+            **resources,
+            "requests": {**resources["limits"], **(resources.get("requests") or {})},
+        }
     return out
 
 
@@ -190,7 +197,9 @@ def _operator_labels(workload: Workload, group: Group, index: int) -> dict[str, 
         "training.kubeflow.org/replica-index": str(index),
         "training.kubeflow.org/replica-type": group.type.lower(),
     }
-    if group.type == pj.MASTER:
+    # IsMasterRole: the Master, or Worker 0 of a job without one.
+    has_master = any(g.type == pj.MASTER for g in workload.groups)
+    if group.type == pj.MASTER or (not has_master and group.type == pj.WORKER and index == 0):
         labels["training.kubeflow.org/job-role"] = "master"
     return labels
 

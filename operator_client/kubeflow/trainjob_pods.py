@@ -24,6 +24,7 @@ from typing import Any
 
 from . import trainjob as tj
 from .groups import Group, WorkloadError
+from .shapes import RUNTIME_SPEC, shape_errors
 from .strategic_merge import merge
 
 TRAINER, DATASET, MODEL = "trainer", "dataset-initializer", "model-initializer"
@@ -114,6 +115,10 @@ def build(
     """The TrainJob's groups of pods in start order, and its network."""
     name = manifest["metadata"]["name"]
     spec = manifest["spec"]
+    where = f"{runtime.get('kind', tj.RUNTIME_KIND)} {runtime['metadata']['name']}"
+    problems = shape_errors(runtime.get("spec"), RUNTIME_SPEC, "spec")
+    if problems:  # a runtime file no API server checked
+        raise WorkloadError(f"{where}: " + "; ".join(problems))
     policy = policy_of(runtime)
     if policy == "mpi":
         raise WorkloadError(
@@ -161,8 +166,7 @@ def build(
                 pod = merge(pod, {"spec": {"containers": [_initializer_container(step, given)]}})
         torch = step == TRAINER and policy == "torch"
         if torch:  # the torch plugin's rendezvous port (torch.go)
-            patch = {"name": container, "ports": [{"containerPort": TORCH_PORT}]}
-            pod = merge(pod, {"spec": {"containers": [patch]}})
+            _upsert_port(pod, container, {"containerPort": TORCH_PORT})
         pod_spec = pod["spec"]
         pod_spec.setdefault("restartPolicy", "OnFailure")  # JobSet's webhook default
         pod_spec["subdomain"] = net.subdomain
@@ -237,6 +241,23 @@ def torch_nproc(trainer: Mapping[str, Any], node_resources: Mapping[str, Any] | 
     if cpu <= 0 and "cpu" in limits:  # a zero request falls back to the limit
         cpu = parse_quantity(str(limits["cpu"]))
     return str(max(1, math.ceil(cpu)))
+
+
+def _upsert_port(pod: dict[str, Any], container: str, port: dict[str, Any]) -> None:
+    """apply.UpsertPort: the port replaces the first of the container's with the same
+    number or the same name (so an unnamed runtime port gives way to an unnamed 29500),
+    else it is added."""
+    for item in pod["spec"].get("containers") or []:
+        if item.get("name") != container:
+            continue
+        ports = item.setdefault("ports", [])
+        for i, given in enumerate(ports):
+            same_port = given.get("containerPort") == port["containerPort"]
+            if same_port or given.get("name") == port.get("name"):
+                ports[i] = port
+                return
+        ports.append(port)
+        return
 
 
 def _node_resources(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import pytorchjob as pj
 from . import trainjob as tj
+from .shapes import TRAINJOB_SPEC, shape_errors
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -47,8 +48,11 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     """Why Trainer v2.3's CRD rules and webhook would reject this TrainJob (the runtime's
     existence is the cluster's to check: `doctor`)."""
     errors = _name_errors(manifest)
-    spec = manifest.get("spec") or {}
-    ref = spec.get("runtimeRef") or {}
+    shape = shape_errors(manifest.get("spec"), TRAINJOB_SPEC, "spec")
+    if shape:  # what the API server's schema refuses; the rules below assume the shape
+        return errors + shape
+    spec = manifest["spec"]
+    ref = spec["runtimeRef"]
     kind = f"{ref.get('kind', tj.RUNTIME_KIND)}.{ref.get('apiGroup', tj.GROUP)}"
     if kind not in (f"TrainingRuntime.{tj.GROUP}", f"{tj.RUNTIME_KIND}.{tj.GROUP}"):
         errors.append(f"spec.runtimeRef: unsupported runtime: {kind}")
@@ -56,15 +60,6 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     if managed_by is not None and managed_by not in TRAINJOB_MANAGED_BY:
         errors.append(f"spec.managedBy must be one of {', '.join(TRAINJOB_MANAGED_BY)}")
     trainer = spec.get("trainer") or {}
-    for field in ("numNodes", "numProcPerNode"):
-        value = trainer.get(field)
-        # The CRD types both as integers (an int32): the API server refuses anything else
-        # before the webhook runs (trainer.kubeflow.org_trainjobs.yaml).
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            errors.append(
-                f'spec.trainer.{field}: Invalid value: "{_json_type(value)}": '
-                f'spec.trainer.{field} in body must be of type integer: "{_json_type(value)}"'
-            )
     for item in trainer.get("env") or []:
         if item.get("name") in TRAINJOB_RESERVED_ENV:
             errors.append(f"spec.trainer.env: {item['name']} is set by the torch plugin")
@@ -75,13 +70,6 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
                 "domain-prefixed path such as example.com/my-client"
             )
     return errors
-
-
-def _json_type(value: Any) -> str:
-    """The OpenAPI type name of a JSON value, as the API server's messages give it."""
-    if isinstance(value, bool):
-        return "boolean"
-    return {str: "string", float: "number", list: "array", dict: "object"}.get(type(value), "null")
 
 
 def webhook_errors(manifest: dict[str, Any]) -> list[str]:

@@ -144,6 +144,13 @@ def workload_of(
     """The pods of a PyTorchJob or TrainJob; `runtimes`: the Trainer v2 runtimes a TrainJob
     may name, by name, beside kctl-train's own (built in, unless one of them is named so)."""
     kind = manifest.get("kind")
+    spec = manifest.get("spec") or {}
+    if spec.get("suspend") is True or (spec.get("runPolicy") or {}).get("suspend") is True:
+        # The controllers make no pods until something (Kueue, a person) resumes the job.
+        raise WorkloadError(
+            "suspend: true: the controllers make no pods until the job is resumed (by Kueue "
+            "or a person), which nothing does locally; drop suspend to run it here"
+        )
     if kind == pj.KIND:
         return Workload(manifest, _pytorchjob_groups(manifest))
     if kind == tj.KIND:

@@ -4,9 +4,10 @@ NAME, in namespace kctl-fidelity), then the TrainingRuntimes or ClusterTrainingR
 needs (applied first; Kubeflow's as shipped). Its golden, recorded from the real cluster by
 record.py, is golden/NAME.yaml.
 
-`python -m tests.fidelity.corpus` writes the inputs derived from the examples (each as a
-PyTorchJob, and as a TrainJob where one can carry it) and one TrainJob on each of Kubeflow's
-shipped runtimes.
+`python -m tests.fidelity.corpus` writes the inputs derived from the examples (ex-*: each as
+a PyTorchJob, and as a TrainJob where one can carry it) and one TrainJob on each of Kubeflow's
+shipped runtimes (rt-*). The others (pj-*, tj-*) are written by hand, each saying what it
+probes in its first line.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from operator_client.kubeflow.pod_manifests import pod_manifests
 from operator_client.kubeflow.webhook import admission_errors
 from operator_client.kubeflow.workload import WorkloadError, workload_of
 
+from ..test_trainer_runtimes import TORCH, runtime
 from .corpus import documents
 from .project import project
 
@@ -20,8 +21,11 @@ def local(name: str) -> dict[str, Any]:
     problems = admission_errors(job)
     if problems:
         return {"refused": "; ".join(problems)}
+    given = {r["metadata"]["name"]: r for r in runtimes}
+    if job["kind"] == "TrainJob" and job["spec"]["runtimeRef"]["name"] == "torch-distributed":
+        given.setdefault("torch-distributed", runtime(TORCH))  # installed on the cluster
     try:
-        workload = workload_of(job, {r["metadata"]["name"]: r for r in runtimes})
+        workload = workload_of(job, given)
     except WorkloadError as exc:
         return {"refused": str(exc)}
     refused = pss.group_refusals(workload, LEVEL)

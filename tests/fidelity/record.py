@@ -63,6 +63,8 @@ def record(name: str) -> dict[str, Any]:
         if done.returncode != 0:
             raise SystemExit(f"{name}: its runtime was refused: {done.stderr}")
     _kubectl("delete", kind, name, "-n", NAMESPACE, "--wait=true", "--ignore-not-found")
+    # An earlier recording's events would read as this one's refusals.
+    _kubectl("delete", "events", "--all", "-n", NAMESPACE)
     done = _kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(job))
     if done.returncode != 0:
         return {"refused": done.stderr.strip()}
