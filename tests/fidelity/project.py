@@ -84,3 +84,9 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
     if "volumeMounts" in kept:
         kept["volumeMounts"] = [{**m, "name": _token(m["name"])} for m in kept["volumeMounts"]]
     return kept
+
+
+def refusal(message: str) -> str:
+    """A pod refusal without the pod's name: the operator may report the first pod it could
+    not create or every one, as its timing goes, and the words are the same for each."""
+    return re.sub(r'pods "[^"]*" is forbidden', 'pods "<pod>" is forbidden', message)

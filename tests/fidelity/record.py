@@ -20,7 +20,7 @@ import yaml
 
 from ..e2e.cluster import JOB_LABEL, STATE
 from .corpus import GOLDEN, NAMESPACE, documents, names
-from .project import project
+from .project import project, refusal
 
 KUBECTL = [str(STATE / "bin/kubectl"), "--kubeconfig", str(STATE / "kubeconfig")]
 SETTLE_S = 3.0  # the pod count unchanged this long: the controllers are done
@@ -45,7 +45,7 @@ def _events(name: str) -> list[str]:
         return []
     return sorted(
         {
-            f"{e['reason']}: {e['message']}"
+            refusal(f"{e['reason']}: {e['message']}")
             for e in json.loads(done.stdout)["items"]
             if e.get("type") == "Warning" and e["involvedObject"]["name"].startswith(name)
         }

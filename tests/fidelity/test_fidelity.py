@@ -17,7 +17,7 @@ import yaml
 from ..conftest import ROOT
 from .corpus import GOLDEN, INPUTS, names
 from .local import local
-from .project import project
+from .project import project, refusal
 
 
 def _text(found: dict[str, Any]) -> list[str]:
@@ -46,7 +46,7 @@ def compare(golden: dict[str, Any], found: dict[str, Any]) -> str:
     if golden["pods"] == [] and golden.get("events"):
         # The operator may stop at the first pod it cannot create: each refusal it reports
         # is one of the local ones.
-        refusals = found.get("refused_pods") or []
+        refusals = [refusal(r) for r in found.get("refused_pods") or []]
         if found["pods"] == [] and all(any(r in e for r in refusals) for e in golden["events"]):
             return ""
     return "".join(
