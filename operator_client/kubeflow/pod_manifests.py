@@ -37,7 +37,7 @@ def _pod(workload: Workload, group: Group, index: int) -> dict[str, Any]:
     annotations = dict(meta.get("annotations") or {})
     name = workload.pod_name(group.type, index)
     if workload.trainjob:
-        added = _jobset_labels(workload, group, index)
+        added = _jobset_labels(workload, group)
         labels |= added | _job_labels(workload, group, index)
         annotations |= added | {"batch.kubernetes.io/job-completion-index": str(index)}
         annotations.pop(f"{JOBSET}/priority")
@@ -208,7 +208,7 @@ def _job_name(workload: Workload, group: Group) -> str:
     return f"{workload.name}-{group.type}-0"
 
 
-def _jobset_labels(workload: Workload, group: Group, index: int) -> dict[str, str]:
+def _jobset_labels(workload: Workload, group: Group) -> dict[str, str]:
     """JobSet's labels (and annotations) on each Job's pods: one Job per replicated Job."""
     job = _job_name(workload, group)
     position = [g.type for g in workload.groups].index(group.type)

@@ -32,11 +32,11 @@ def local(name: str) -> dict[str, Any]:
     # The first wave: a replicated Job that depends on another starts once that one is
     # Complete or Ready, which the recording does not wait for.
     first = {g.type for g in workload.groups if not g.depends_on and g.type not in refused}
+    # pod_manifests keeps workload.pods()'s order: each pod's replica type is beside it.
     pods = [
-        project(p)
-        for p in pod_manifests(workload)
-        if p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name", "") in first
-        or p["metadata"]["labels"].get("training.kubeflow.org/replica-type", "").title() in first
+        project(pod)
+        for pod, (_, replica_type, _) in zip(pod_manifests(workload), workload.pods(), strict=True)
+        if replica_type in first
     ]
     if not pods and refused:
         return {"pods": [], "refused_pods": sorted(refused.values())}
