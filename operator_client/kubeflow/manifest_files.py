@@ -41,7 +41,10 @@ def documents(path: Path, kinds: tuple[str, ...]) -> list[tuple[str, dict[str, A
         if not isinstance(doc, dict) or doc.get("kind") not in kinds:
             kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
             raise ManifestFileError(f"{at}: kind {kind!r} is not a {' or '.join(kinds)}")
-        if not isinstance((doc.get("metadata") or {}).get("name"), str):
+        metadata = doc.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ManifestFileError(f"{at}: metadata is not a mapping")
+        if not isinstance(metadata.get("name"), str):
             raise ManifestFileError(f"{at}: metadata.name is missing")
         found.append((at, doc))
     return found

@@ -96,10 +96,14 @@ def _values(doc: Mapping[str, Any], kind: str, at: str) -> dict[str, str]:
     for part in (encoded, plain):
         if not isinstance(doc.get(part) or {}, Mapping):
             raise ManifestFileError(f"{at}: {part} is not a mapping of keys to values")
-        for key in doc.get(part) or {}:
+        for key, value in (doc.get(part) or {}).items():
             problem = config_key_problem(key, f"{part} key")
             if problem:
                 raise ManifestFileError(f"{at}: {problem}")
+            if not isinstance(value, str):  # the API server takes strings only
+                raise ManifestFileError(
+                    f"{at}: {part}.{key} is a {type(value).__name__}, not a string (quote it)"
+                )
     out: dict[str, str] = {}
     for key, value in (doc.get(encoded) or {}).items():
         try:

@@ -1,16 +1,21 @@
-"""No traceback for any TrainJob: whatever a hand-written (or generated) TrainJob holds where
-the controllers read, the local backend answers with the API server's refusal, its own
-WorkloadError, or pods, never an exception of another kind."""
+"""No traceback for any input: whatever a hand-written (or generated) TrainJob, runtime,
+Secret or ConfigMap holds where the controllers or the local backend read, the answer is the
+API server's refusal, a WorkloadError or ManifestFileError naming what is wrong, or pods and
+values, never an exception of another kind."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operator_client.kubeflow.manifest_files import ManifestFileError
 from operator_client.kubeflow.pod_manifests import pod_manifests
+from operator_client.kubeflow.pod_objects import load_objects
 from operator_client.kubeflow.webhook import admission_errors
 from operator_client.kubeflow.workload import WorkloadError, workload_of
 
@@ -101,3 +106,39 @@ def test_any_runtime_is_refused_or_gives_pods(place: str, value: Any) -> None:
     except WorkloadError:
         return
     assert pod_manifests(workload)
+
+
+# A Secret or ConfigMap manifest with anything where the reader looks.
+KEY = st.text(max_size=6) | st.integers() | st.booleans()
+OBJECT_VALUE = st.none() | st.booleans() | st.integers() | st.text(max_size=8) | RUNTIME_JSON
+OBJECT = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["Secret", "ConfigMap", "Pod", 3])},
+    optional={
+        "apiVersion": st.just("v1"),
+        "metadata": st.fixed_dictionaries({}, optional={"name": OBJECT_VALUE}) | OBJECT_VALUE,
+        "data": st.dictionaries(KEY, OBJECT_VALUE, max_size=3) | OBJECT_VALUE,
+        "stringData": st.dictionaries(KEY, OBJECT_VALUE, max_size=3),
+        "binaryData": st.dictionaries(st.text(max_size=6), st.text(max_size=8), max_size=2),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(OBJECT, max_size=3), st.sampled_from(["secret", "configmap"]), st.booleans())
+def test_any_secret_or_configmap_file_is_read_or_refused(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[Any], which: str, raw: bool
+) -> None:
+    """`--secret FILE` / `--configmap FILE`: values, or a ManifestFileError naming the
+    file; never another exception."""
+    path = tmp_path_factory.mktemp("objects") / "objects.yaml"
+    text = yaml.safe_dump_all(docs)
+    path.write_text(text[: len(text) // 2] if raw else text)  # half a file: broken YAML
+    try:
+        found = load_objects(
+            [path] if which == "secret" else [], [path] if which != "secret" else []
+        )
+    except ManifestFileError as exc:
+        assert str(path) in str(exc)
+        return
+    for values in [*found.secrets.values(), *found.configmaps.values()]:
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in values.items())
