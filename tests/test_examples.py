@@ -57,26 +57,28 @@ def _broken() -> list[tuple[str, dict, str]]:  # type: ignore[type-arg]
     cases = []
     m = copy.deepcopy(base)
     m["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
-    cases.append(("master-replicas", m, "Master.replicas must be set to 1"))
+    cases.append(("master-replicas", m, "[Master].replicas: Forbidden: must be 1"))
     m = copy.deepcopy(base)
     m["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["name"] = "x"
-    cases.append(("container-name", m, "no container named 'pytorch'"))
+    cases.append(("container-name", m, "must have at least one container with name pytorch"))
     m = copy.deepcopy(base)
     m["spec"]["pytorchReplicaSpecs"]["Chief"] = m["spec"]["pytorchReplicaSpecs"].pop("Worker")
-    cases.append(("replica-type", m, "replica type must be one of Master, Worker"))
+    cases.append(("replica-type", m, 'Unsupported value: "Chief": supported values'))
     m = copy.deepcopy(base)
     del m["spec"]["pytorchReplicaSpecs"]["Worker"]
     m["spec"]["elasticPolicy"] = {"rdzvBackend": "c10d"}
-    cases.append(("elastic-without-worker", m, "elasticPolicy needs a Worker"))
+    cases.append(("elastic-without-worker", m, "must be configured if elastic policy is used"))
     m = copy.deepcopy(base)
     m["spec"]["elasticPolicy"] = {"nProcPerNode": 1}
-    cases.append(("deprecated-nproc", m, "nProcPerNode and spec.nprocPerNode are both set"))
+    cases.append(
+        ("deprecated-nproc", m, "nProcPerNode: Forbidden: must not be used with spec.nprocPerNode")
+    )
     m = copy.deepcopy(base)
     m["metadata"]["name"] = "Bad_Name"
     cases.append(("name", m, "DNS-1035"))
     m = copy.deepcopy(base)
     m["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"] = ""
-    cases.append(("image", m, "has no image"))
+    cases.append(("image", m, "image: Required value: must be required"))
     m = copy.deepcopy(base)
     m["spec"]["runPolicy"]["managedBy"] = "someone-else"
     cases.append(("managed-by", m, "managedBy must be one of"))

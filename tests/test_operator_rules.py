@@ -238,16 +238,22 @@ def broken(change: str) -> dict[str, Any]:
 
 
 WEBHOOK_CASES = [
-    ("worker-0", ["spec.pytorchReplicaSpecs.Worker.replicas must be at least 1"]),
-    ("worker-minus", ["spec.pytorchReplicaSpecs.Worker.replicas must be at least 1"]),
+    ("worker-0", ["spec.pytorchReplicaSpecs[Worker].replicas: Forbidden: must be at least 1"]),
+    ("worker-minus", ["spec.pytorchReplicaSpecs[Worker].replicas: Forbidden: must be at least 1"]),
     # The API server drops the null (training-operator v1.9.4 never sees it): Master-only.
     ("worker-null", []),
     ("empty", []),  # an empty map is not nil: the operator accepts it (and creates nothing)
-    ("specs-null", ["spec.pytorchReplicaSpecs is required"]),
-    ("specs-absent", ["spec.pytorchReplicaSpecs is required"]),
-    ("master-absent-replicas", ["spec.pytorchReplicaSpecs.Master.replicas must be set to 1"]),
+    ("specs-null", ["spec.pytorchReplicaSpecs: Required value: must be required"]),
+    ("specs-absent", ["spec.pytorchReplicaSpecs: Required value: must be required"]),
+    ("master-absent-replicas", ["spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1"]),
     ("worker-absent-replicas", []),  # defaulted to 1 later
-    ("elastic-worker-null", ["spec.elasticPolicy needs a Worker replica spec"]),
+    (
+        "elastic-worker-null",
+        [
+            "spec.pytorchReplicaSpecs[Worker]: Required value: must be configured if elastic "
+            "policy is used"
+        ],
+    ),
     (
         "empty-rdzv-conf",
         [
@@ -258,8 +264,10 @@ WEBHOOK_CASES = [
     (
         "no-containers",
         [
-            "spec.pytorchReplicaSpecs.Worker.template.spec.containers must be specified",
-            "spec.pytorchReplicaSpecs.Worker: no container named 'pytorch'",
+            "spec.pytorchReplicaSpecs[Worker].template.spec.containers: Required value: must "
+            "be specified",
+            "spec.pytorchReplicaSpecs[Worker].template.spec.containers: Required value: must "
+            "have at least one container with name pytorch",
         ],
     ),
 ]

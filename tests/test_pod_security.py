@@ -247,6 +247,20 @@ def test_what_a_sandbox_cannot_honour_is_named(spec: dict[str, Any], named: str)
     assert any(named in why for why in unhonoured(spec)), unhonoured(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"containers": [{"name": "node"}, {"name": "sidecar"}]}, "containers ['sidecar']"),
+        ({"containers": [{"name": "node"}], "initContainers": [{"name": "preflight"}]},
+         "initContainers ['preflight']"),
+    ],
+)  # fmt: skip
+def test_containers_besides_the_main_one_are_named(spec: dict[str, Any], named: str) -> None:
+    """A local pod runs one container: the others would silently not run."""
+    assert any(named in why for why in unhonoured(spec, "node")), unhonoured(spec, "node")
+    assert unhonoured({"containers": [{"name": "node"}]}, "node") == []
+
+
 def test_kctl_trains_own_security_context_is_honoured_whole() -> None:
     from operator_client.kubeflow.security import container_security_context, pod_security_context
 

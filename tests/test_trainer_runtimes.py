@@ -88,8 +88,12 @@ def test_initializers_run_first_in_depends_on_order_and_take_spec_initializer() 
     """The ancestor label decides which Job takes what: `trainer` the TrainJob's trainer,
     the initializers spec.initializer (constants.go; jobset/builder.go)."""
     llama = copy.deepcopy(runtime(RUNTIMES / "llama3_2_1B.yaml"))
-    # Its PVCs are refused locally (test below); the order of its Jobs is what counts here.
+    # Its PVCs are refused locally (test below); the order of its Jobs is what counts here,
+    # with an emptyDir where JobSet would mount the claim.
     del llama["spec"]["template"]["spec"]["volumeClaimPolicies"]
+    for job in llama["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = job["template"]["spec"]["template"]["spec"]
+        pod["volumes"] = [{"name": "initializer", "emptyDir": {}}]
     dataset_given = {"storageUri": "hf://mine/data", "env": [{"name": "B", "value": "2"}]}
     manifest = trainjob(
         "torchtune-llama3.2-1b",
@@ -147,7 +151,7 @@ def test_a_runtime_whose_plugin_env_is_not_modelled_is_refused_locally(
     recorded them); a local run would lack them, so it is refused, not run differently."""
     found = runtime(RUNTIMES / file)
     manifest = trainjob(found["metadata"]["name"], trainer=TRAINER_SPEC)
-    with pytest.raises(WorkloadError, match=rf"policy: its plugin's variables \({words}"):
+    with pytest.raises(WorkloadError, match=rf"policy: its plugin sets {words}"):
         pods_of(manifest, found)
 
 
@@ -196,15 +200,29 @@ def patch(job: str, container: dict[str, Any]) -> dict[str, Any]:
     ("patches", "refusal"),
     [
         ([patch("node", {"name": "node", "env": [{"name": "X", "value": "1"}]})],
-         "must not have envs for the node container"),
-        ([patch("launcher", {"name": "node"})], "replicatedJob that doesn't exist"),
-        ([patch("node", {"name": "sidecar", "image": "x"})], "container that doesn't exist"),
+         "must not have envs for the dataset-initializer, model-initializer, node containers"),
+        # The webhook checks the patched runtime, so a new Job passes it; its Job does not
+        # pass the API server (tests/fidelity: tj-patch-unknown-job).
+        ([patch("launcher", {"name": "node"})],
+         'Job.batch "tj-launcher-0" is invalid: spec.template.spec.containers\\[0\\].image: '
+         "Required value"),
     ],
 )  # fmt: skip
-def test_runtime_patches_the_webhook_refuses(patches: list[Any], refusal: str) -> None:
+def test_runtime_patches_the_webhook_or_the_api_server_refuses(
+    patches: list[Any], refusal: str
+) -> None:
     manifest = trainjob("torch-distributed", trainer=TRAINER_SPEC, runtimePatches=patches)
     with pytest.raises(WorkloadError, match=refusal):
         pods_of(manifest, runtime(TORCH))
+
+
+def test_a_runtime_patch_may_add_a_container() -> None:
+    """Admitted as on a cluster; a local run then names it as a container it does not run
+    (backends/local/admission.py)."""
+    sidecar = [patch("node", {"name": "sidecar", "image": "x"})]
+    manifest = trainjob("torch-distributed", trainer=TRAINER_SPEC, runtimePatches=sidecar)
+    containers = pods_of(manifest, runtime(TORCH)).pod_spec("node")["containers"]
+    assert [c["name"] for c in containers] == ["node", "sidecar"]
 
 
 def test_a_runtime_patch_merges_as_the_controller_merges() -> None:

@@ -28,6 +28,8 @@ class Group:
     depends_on: tuple[tuple[str, str], ...] = ()
     # TrainJob: the Job's ancestor step (trainer, dataset-initializer, model-initializer).
     step: str | None = None
-    # TrainJob: the torch plugin's env goes to this group's container (the trainer's Job
-    # under a torch policy, with spec.trainer set); PET_NPROC_PER_NODE's value.
+    # TrainJob: the trainer's Job under a torch policy: PET_NPROC_PER_NODE's value.
     torch_nproc: str | None = None
+    # TrainJob: the containers (or init containers) of these pods the torch plugin writes
+    # its variables into: the trainer's, and the runtime's envInjection targets.
+    torch_targets: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import pytorchjob as pj
 from .groups import Group
+from .trainjob_pods import torch_env
 from .workload import Workload
 
 JOBSET = "jobset.sigs.k8s.io"
@@ -46,12 +47,18 @@ def _pod(workload: Workload, group: Group, index: int) -> dict[str, Any]:
         spec["restartPolicy"] = group.restart_policy
     else:
         labels |= _operator_labels(workload, group, index)
-        spec.setdefault("restartPolicy", group.restart_policy)
+        # setRestartPolicy: the replica's policy replaces the template's; ExitCode, which
+        # a pod cannot have, is Never (the operator decides on the exit code itself).
+        policy = group.restart_policy
+        spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
     spec["containers"] = [
         _container(workload, group, index, c) for c in spec.get("containers") or []
     ]
     if spec.get("initContainers"):
-        spec["initContainers"] = [_defaults(c) for c in spec["initContainers"]]
+        spec["initContainers"] = [
+            _container(workload, group, index, c) if workload.trainjob else _defaults(c)
+            for c in spec["initContainers"]
+        ]
     _admitted(spec)
     return {
         "apiVersion": "v1",
@@ -72,11 +79,10 @@ def _container(
     out = _defaults(container)
     env = list(out.get("env") or [])
     if workload.trainjob:
-        if container["name"] != group.container:
-            return out
         # Trainer upserts its variables by name (apply.UpsertEnvVars): one the container
-        # has is replaced where it stands; the Job controller adds its own likewise.
-        for item in _trainjob_env(workload, group, index):
+        # has is replaced where it stands; the Job controller adds its own likewise, to
+        # every container and init container of an Indexed Job's pod.
+        for item in _trainjob_env(workload, group, index, container["name"]):
             at = next((i for i, e in enumerate(env) if e["name"] == item["name"]), None)
             if at is None:
                 env.append(item)
@@ -99,17 +105,19 @@ def _container(
     return out
 
 
-def _trainjob_env(workload: Workload, group: Group, index: int) -> list[dict[str, Any]]:
-    """The torch plugin's variables (PET_NODE_RANK read from the completion index), then
-    the one the Job controller adds to every container of an Indexed Job's pod."""
+def _trainjob_env(
+    workload: Workload, group: Group, index: int, container: str
+) -> list[dict[str, Any]]:
+    """The torch plugin's variables where it writes them (PET_NODE_RANK read from the
+    completion index), then the one the Job controller adds to every container."""
     env: list[dict[str, Any]] = []
-    if group.torch_nproc is not None:
-        for key, value in workload.operator_env(group.type, index).items():
+    if container in group.torch_targets:
+        for key, value in torch_env(workload.name, workload.main, index).items():
             if key == "PET_NODE_RANK":
                 env.append(
                     _field(key, "metadata.annotations['batch.kubernetes.io/job-completion-index']")
                 )
-            elif key.startswith("PET_"):
+            else:
                 env.append({"name": key, "value": value})
     env.append(
         _field(
@@ -145,6 +153,8 @@ def _admitted(spec: dict[str, Any]) -> None:
     opts out) the ServiceAccount's token volume in every container."""
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("terminationGracePeriodSeconds", 30)
+    if spec.get("volumes"):
+        spec["volumes"] = [_volume_defaults(v) for v in spec["volumes"]]
     if spec.get("automountServiceAccountToken") is False:
         return
     spec["volumes"] = [
@@ -170,9 +180,11 @@ def _defaults(container: Mapping[str, Any]) -> dict[str, Any]:
     """The API server's defaults for the fields a pod's behaviour depends on."""
     out = copy.deepcopy(dict(container))
     for item in out.get("env") or []:
-        field = (item.get("valueFrom") or {}).get("fieldRef")
-        if field is not None:
-            field.setdefault("apiVersion", "v1")
+        source = item.get("valueFrom") or {}
+        if source.get("fieldRef") is not None:
+            source["fieldRef"].setdefault("apiVersion", "v1")
+        if source.get("resourceFieldRef") is not None:
+            source["resourceFieldRef"].setdefault("divisor", "0")
     image = str(out.get("image", ""))
     tag = image.rsplit("/", 1)[-1]
     latest = "@" not in tag and (":" not in tag or tag.endswith(":latest"))
@@ -182,10 +194,33 @@ def _defaults(container: Mapping[str, Any]) -> dict[str, Any]:
     resources = out.get("resources") or {}
     if resources.get("limits"):
         # A limit without a request gets the limit as its request (SetDefaults_Pod).
-        out["resources"] = {
+        resources = {
             **resources,
             "requests": {**resources["limits"], **(resources.get("requests") or {})},
         }
+    # A quantity is stored as text (a YAML number becomes its string); an empty list of
+    # them is not stored at all.
+    resources = {
+        kind: {k: str(v) for k, v in values.items()} if isinstance(values, Mapping) else values
+        for kind, values in resources.items()
+        if values
+    }
+    if resources:
+        out["resources"] = resources
+    else:
+        out.pop("resources", None)
+    return out
+
+
+# The volume sources whose files get mode 0644 (420) unless the pod says (SetDefaults_*).
+MODE_DEFAULTED = ("configMap", "secret", "downwardAPI", "projected")
+
+
+def _volume_defaults(volume: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(volume))
+    for kind in MODE_DEFAULTED:
+        if isinstance(out.get(kind), dict):
+            out[kind].setdefault("defaultMode", 420)
     return out
 
 

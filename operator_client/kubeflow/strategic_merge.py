@@ -6,9 +6,11 @@ Maps merge key by key; lists that core/v1 declares with a patch merge key (conta
 volumes, env, volumeMounts, ports, schedulingGates, ...) merge item by item on that key;
 any other list (tolerations, command) is replaced. A null means "not set": the API server
 drops nulls from a TrainJob before Trainer reads it, so a null neither deletes nor
-replaces (apimachinery's strategicpatch would delete, but never sees one). An env entry
-replaced by name is replaced whole: Trainer's apply configurations set `value` and
-`valueFrom` together, so one entry never ends up with both. Directives ($patch,
+replaces (apimachinery's strategicpatch would delete, but never sees one). Where Trainer
+upserts env (`trainer.env`, the initializers', apply.UpsertEnvVars), an entry replaced by
+name is replaced whole, so it never ends up with both `value` and `valueFrom`; a runtime
+patch's env entry merges field by field (tests/fidelity: the real Trainer's JobSet then
+has both, and the API server refuses the Job). Directives ($patch,
 $retainKeys) are not supported: nothing kctl-train renders uses them.
 """
 
@@ -31,19 +33,20 @@ MERGE_KEYS = {
     "ports": "containerPort",
     "schedulingGates": "name",
 }
-# Lists whose items are replaced whole when their keys match (see the module docstring).
-WHOLE_ITEMS = {"env"}
+# Lists whose items an upsert replaces whole when their keys match (the module docstring).
+UPSERTED = frozenset({"env"})
 
 
-def merge(base: Any, patch: Any, field: str = "") -> Any:
-    """`patch` applied to `base` (neither is changed)."""
+def merge(base: Any, patch: Any, field: str = "", whole: frozenset[str] = UPSERTED) -> Any:
+    """`patch` applied to `base` (neither is changed); the items of the lists named in
+    `whole` are replaced whole when their keys match, the others merged."""
     if isinstance(base, Mapping) and isinstance(patch, Mapping):
         out = {k: copy.deepcopy(v) for k, v in base.items()}
         for key, value in patch.items():
             if value is None:
                 continue
             if key in out:
-                out[key] = merge(out[key], value, key)
+                out[key] = merge(out[key], value, key, whole)
             else:
                 out[key] = _without_nulls(value)
         return out
@@ -55,10 +58,10 @@ def merge(base: Any, patch: Any, field: str = "") -> Any:
             at = index.get(item.get(key)) if isinstance(item, Mapping) else None
             if at is None:
                 merged.append(_without_nulls(item))
-            elif field in WHOLE_ITEMS:
+            elif field in whole:
                 merged[at] = _without_nulls(item)
             else:
-                merged[at] = merge(merged[at], item)
+                merged[at] = merge(merged[at], item, whole=whole)
         return merged
     return _without_nulls(patch)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import trainjob as tj
 from .groups import Group, WorkloadError
+from .pod_validation import pod_spec_errors
 from .shapes import RUNTIME_SPEC, shape_errors
 from .strategic_merge import merge
 
@@ -50,6 +51,17 @@ class Network:
 # Trainer v2.3.0 plugins whose env a local run does not reproduce (tests/fidelity shows the
 # real ones), so their runtimes are refused rather than run differently.
 UNMODELLED_POLICIES = {"jax": "JAX_*", "xgboost": "DMLC_*"}
+# Names the torch plugin sets in the trainer container; its webhook refuses them in
+# trainer.env (constants.TorchRunReservedEnvNames).
+TORCH_RESERVED_ENV = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+)
+# The volume an initializer's container must mount (jobset plugin constants).
+INITIALIZER_VOLUME = "initializer"
 
 
 def policy_of(runtime: Mapping[str, Any]) -> str | None:
@@ -59,53 +71,115 @@ def policy_of(runtime: Mapping[str, Any]) -> str | None:
     return sources[0] if sources else None
 
 
-def patch_errors(manifest: Mapping[str, Any], runtime: Mapping[str, Any]) -> list[str]:
-    """Why Trainer's webhook refuses the TrainJob's runtimePatches and initializer against
-    this runtime (pkg/runtime/framework/plugins/jobset/jobset.go, Validate): a patched
-    replicatedJob or container the runtime lacks, or env on a container Trainer owns."""
+def runtime_errors(runtime: Mapping[str, Any]) -> list[str]:
+    """Why Trainer's runtime webhooks refuse this runtime (v2.3.0 webhooks/
+    trainingruntime_webhook.go, validateReplicatedJobs): a Job of an ancestor step with
+    replicas other than 1, or without its step's container."""
     errors = []
-    jobs = {str(j.get("name")): j for j in _replicated_jobs(runtime["spec"]["template"])}
-    for i, patch in enumerate(manifest["spec"].get("runtimePatches") or []):
-        template = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
-        for j, rjob in enumerate((template.get("spec") or {}).get("replicatedJobs") or []):
-            where = (
-                f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
-            )
-            name = rjob.get("name")
-            if name not in jobs:
-                errors.append(
-                    f"{where}.name: Invalid value: {name!r}: must not have replicatedJob "
-                    f"that doesn't exist in the runtime ({', '.join(sorted(jobs))})"
-                )
-                continue
-            pod = ((rjob.get("template") or {}).get("spec") or {}).get("template") or {}
-            have = {c["name"] for c in _containers(jobs[name], "containers")}
-            have_init = {c["name"] for c in _containers(jobs[name], "initContainers")}
-            for field, known in (("containers", have), ("initContainers", have_init)):
-                for k, container in enumerate((pod.get("spec") or {}).get(field) or []):
-                    at = f"{where}.template.spec.template.spec.{field}[{k}]"
-                    if container.get("name") not in known:
-                        errors.append(
-                            f"{at}.name: Invalid value: {container.get('name')!r}: must not "
-                            f"have container that doesn't exist in the runtime job {name!r}"
-                        )
-                    elif (
-                        field == "containers"
-                        and container.get("env") is not None
-                        and (container["name"] in STEP_CONTAINER.values())
-                    ):
-                        errors.append(
-                            f"{at}.env: Invalid value: must not have envs for the "
-                            f"{container['name']} container: set them in spec.trainer.env "
-                            "or spec.initializer instead"
-                        )
-    steps = {_step(j) for j in jobs.values()}
-    for key, step in ((INITIALIZER_KEY[DATASET], DATASET), (INITIALIZER_KEY[MODEL], MODEL)):
-        if (manifest["spec"].get("initializer") or {}).get(key) is not None and step not in steps:
+    for i, rjob in enumerate(_replicated_jobs(runtime.get("spec", {}).get("template") or {})):
+        step = _step(rjob)
+        if step not in STEP_CONTAINER:
+            continue
+        where = f"spec.template.spec.replicatedJobs[{i}]"
+        if rjob.get("replicas", 1) != 1:
+            errors.append(f"{where}.replicas: Invalid value: {rjob['replicas']}: always must be 1")
+        names = [str(c.get("name")) for c in _containers(rjob, "containers")]
+        if STEP_CONTAINER[step] not in names:
             errors.append(
-                f"spec.initializer.{key}: Invalid value: must have {step} job when trainJob "
-                f"is configured with input {key}Config (the runtime has none)"
+                f"{where}.template.spec.template.spec.containers: Invalid value: {names}: must "
+                f"contain the required container for the ancestor: {step}"
             )
+    return errors
+
+
+def trainjob_runtime_errors(
+    manifest: Mapping[str, Any], runtime: Mapping[str, Any], template: Mapping[str, Any]
+) -> list[str]:
+    """Why Trainer's TrainJob webhook refuses the TrainJob against its runtime's template
+    with the runtimePatches applied (v2.3.0 plugins/jobset/jobset.go and torch/torch.go,
+    Validate; they check the patched template, so a patch may add a Job or container):
+    an initializer without its Job, container or `initializer` volumeMount (by Job name),
+    env patched onto a container Trainer owns, a torch plugin variable in trainer.env
+    under a torch policy, an envInjection target that is not there."""
+    spec = manifest["spec"]
+    errors = []
+    jobs = {str(j.get("name")): j for j in _replicated_jobs(template)}
+    ref = "spec.runtimeRef: Invalid value: " + str((spec.get("runtimeRef") or {}).get("name"))
+    for key, step in ((INITIALIZER_KEY[DATASET], DATASET), (INITIALIZER_KEY[MODEL], MODEL)):
+        if (spec.get("initializer") or {}).get(key) is None:
+            continue
+        if step not in jobs:
+            errors.append(
+                f"{ref}: must have {step} job when trainJob is configured with input {key}Config"
+            )
+            continue
+        found = [c for c in _containers(jobs[step], "containers") if c.get("name") == step]
+        names = {c.get("name") for c in _containers(jobs[step], "initContainers")}
+        if not found and step not in names:
+            errors.append(f"{ref}: must have container with name - {step} in the {step} job")
+        elif not any(
+            m.get("name") == INITIALIZER_VOLUME for c in found for m in c.get("volumeMounts") or []
+        ):
+            errors.append(
+                f"{ref}: must have volumeMount with name - {INITIALIZER_VOLUME} in container "
+                f"{step} of the {step} job"
+            )
+    for patch in spec.get("runtimePatches") or []:
+        patched = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
+        for rjob in _replicated_jobs(patched):
+            for container in _containers(rjob, "containers"):
+                if container.get("env") and container.get("name") in STEP_CONTAINER.values():
+                    errors.append(
+                        "spec.runtimePatches: Invalid value: must not have envs for the "
+                        f"{DATASET}, {MODEL}, {tj.CONTAINER_NAME} containers"
+                    )
+    reserved = sorted(
+        {str(e.get("name")) for e in (spec.get("trainer") or {}).get("env") or []}
+        & set(TORCH_RESERVED_ENV)
+    )
+    if reserved and policy_of(runtime) == "torch":
+        errors.append(
+            "spec.trainer.env: Invalid value: must not have reserved envs, invalid envs "
+            f"configured: [{' '.join(reserved)}]"
+        )
+    for job, target in _injection_targets(runtime):
+        if job not in jobs or not any(
+            c.get("name") == target
+            for field in ("initContainers", "containers")
+            for c in _containers(jobs[job], field)
+        ):
+            errors.append(
+                f"spec.runtimeRef: Invalid value: envInjection target podSet {job!r} "
+                f"container {target!r} not found in runtime template"
+            )
+    return errors
+
+
+def api_errors(jobset: str, groups: Sequence[Group]) -> list[str]:
+    """Why the API server refuses the JobSet or one of its Jobs that JobSet creates
+    (k8s.io/kubernetes pkg/apis/batch/validation and core/validation, in their words): a
+    replicatedJob without containers (one a runtime patch added), a container without an
+    image, an env entry with both value and valueFrom, resources (pod_validation.py), a
+    negative pod count. The cluster then reports it in an event and the job never runs as
+    written."""
+    errors = []
+    for i, group in enumerate(groups):
+        pod = group.template.get("spec") or {}
+        if not pod.get("containers"):
+            errors.append(
+                f'JobSet.jobset.x-k8s.io "{jobset}" is invalid: spec.replicatedJobs[{i}]'
+                ".template.spec.template.spec.containers: Required value"
+            )
+            continue
+        job = f'Job.batch "{tj.job_name(jobset, group.type)}" is invalid: '
+        # Trainer sets the trainer's Job's parallelism and completions to numNodes.
+        counts = ("parallelism", "completions") if group.step == TRAINER else ("parallelism",)
+        errors += [
+            f"{job}spec.{field}: Invalid value: {group.count}: must be greater than or equal to 0"
+            for field in counts
+            if group.count < 0
+        ]
+        errors += [job + e for e in pod_spec_errors(pod, "spec.template.spec")]
     return errors
 
 
@@ -120,30 +194,21 @@ def build(
     if problems:  # a runtime file no API server checked
         raise WorkloadError(f"{where}: " + "; ".join(problems))
     policy = policy_of(runtime)
-    if policy == "mpi":
-        raise WorkloadError(
-            f"runtime {runtime['metadata']['name']} has an MPI policy: its launcher starts "
-            "the nodes' processes over SSH (mpirun), which a local run does not provide; "
-            "run it on a cluster"
-        )
-    if policy in UNMODELLED_POLICIES:
-        raise WorkloadError(
-            f"runtime {runtime['metadata']['name']} has a {policy} policy: its plugin's "
-            f"variables ({UNMODELLED_POLICIES[policy]}) are not modelled here, so a local run "
-            "would differ from the cluster's; run it on a cluster"
-        )
     template = runtime["spec"]["template"]
-    if (template.get("spec") or {}).get("volumeClaimPolicies"):
+    problems = runtime_errors(runtime)
+    if problems:
+        raise WorkloadError(f"{where} is refused by Trainer's webhook: " + "; ".join(problems))
+    unmodelled = _unmodelled(spec, runtime)
+    if unmodelled:
         raise WorkloadError(
-            f"runtime {runtime['metadata']['name']} has volumeClaimPolicies: JobSet makes "
-            "PersistentVolumeClaims for its pods, which a local run does not provision; run "
-            "it on a cluster"
+            f"{unmodelled}, which a local run does not reproduce; run it on a cluster"
         )
-    problems = patch_errors(manifest, runtime)
+    for patch in spec.get("runtimePatches") or []:
+        patched = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
+        template = merge(template, patched, whole=frozenset())
+    problems = trainjob_runtime_errors(manifest, runtime, template)
     if problems:
         raise WorkloadError("; ".join(problems))
-    for patch in spec.get("runtimePatches") or []:
-        template = merge(template, (patch.get("trainingRuntimeSpec") or {}).get("template") or {})
     network = (template.get("spec") or {}).get("network") or {}
     net = Network(
         subdomain=network.get("subdomain") or name,
@@ -151,6 +216,7 @@ def build(
     )
     ml = runtime["spec"].get("mlPolicy") or {}
     trainer = spec.get("trainer")
+    injected = _injection_targets(runtime) if policy == "torch" else []
     groups = []
     for rjob in _in_start_order(_replicated_jobs(template)):
         step = _step(rjob)
@@ -163,20 +229,24 @@ def build(
         if step in INITIALIZER_KEY:
             given = (spec.get("initializer") or {}).get(INITIALIZER_KEY[step])
             if given is not None:
-                pod = merge(pod, {"spec": {"containers": [_initializer_container(step, given)]}})
+                _initialize(pod, step, given)
         torch = step == TRAINER and policy == "torch"
-        if torch:  # the torch plugin's rendezvous port (torch.go)
+        # The torch plugin's variables and rendezvous port go to the trainer's container
+        # only when the TrainJob has a trainer (torch.go); envInjection's to its targets.
+        targets = [c for j, c in injected if j == rjob["name"]]
+        if torch and trainer is not None:
             _upsert_port(pod, container, {"containerPort": TORCH_PORT})
+            targets.insert(0, container)
         pod_spec = pod["spec"]
         pod_spec.setdefault("restartPolicy", "OnFailure")  # JobSet's webhook default
         pod_spec["subdomain"] = net.subdomain
+        count = _job_pods(rjob)
         if step == TRAINER:
-            # trainer.numNodes (0 included), else the runtime's, else 1.
-            count = _first_set((trainer or {}).get("numNodes"), ml.get("numNodes"), 1)
-        else:
-            count = int(rjob.get("replicas", 1)) * int(
-                _first_set(job_spec.get("parallelism"), job_spec.get("completions"), 1)
-            )
+            # trainer.numNodes (0 included), else under an mlPolicy its numNodes or 1
+            # (core/trainingruntime.go), else the Job's own parallelism.
+            if runtime["spec"].get("mlPolicy") is not None:
+                count = ml.get("numNodes") or 1
+            count = _first_set((trainer or {}).get("numNodes"), count)
         backoff = job_spec.get("backoffLimit")
         groups.append(
             Group(
@@ -191,11 +261,16 @@ def build(
                 ),
                 step=step,
                 torch_nproc=(
-                    torch_nproc(trainer, _node_resources(pod_spec))
-                    if torch and trainer is not None
-                    else None
+                    torch_nproc(trainer or {}, _node_resources(pod_spec)) if torch else None
                 ),
+                torch_targets=tuple(targets),
             )
+        )
+    problems = api_errors(name, groups)
+    if problems:
+        raise WorkloadError(
+            "the API server would refuse what the controllers make of it, so it would never "
+            "run as written: " + "; ".join(problems)
         )
     if not any(g.step == TRAINER for g in groups):
         raise WorkloadError(
@@ -205,15 +280,17 @@ def build(
     return tuple(groups), net
 
 
-def torch_env(job: str, group: Group, index: int) -> dict[str, str]:
-    """The torch plugin's variables for one pod of the trainer's Job (torch.go)."""
-    assert group.torch_nproc is not None
+def torch_env(job: str, trainer: Group, index: int) -> dict[str, str]:
+    """The torch plugin's variables for pod `index` of a Job it writes them into (torch.go),
+    from the trainer's Job."""
+    assert trainer.torch_nproc is not None
     return {
-        "PET_NNODES": str(group.count),
-        "PET_NPROC_PER_NODE": group.torch_nproc,
+        "PET_NNODES": str(trainer.count),
+        "PET_NPROC_PER_NODE": trainer.torch_nproc,
         "PET_NODE_RANK": str(index),
-        # The subdomain is the TrainJob's name here, whatever the runtime's network says.
-        "PET_MASTER_ADDR": f"{tj.pod_hostname(job, group.type, 0)}.{job}",
+        # Hard-coded in Go: the Job `node` and the TrainJob's name as the subdomain, whatever
+        # the trainer's Job is called and the runtime's network says.
+        "PET_MASTER_ADDR": f"{tj.node_hostname(job, 0)}.{job}",
         "PET_MASTER_PORT": str(TORCH_PORT),
     }
 
@@ -287,17 +364,100 @@ def _trainer_container(trainer: Mapping[str, Any]) -> dict[str, Any]:
     """`trainer` as a patch of container `node`: image, command and args replace the
     runtime's, env merges by name, resources key by key."""
     container: dict[str, Any] = {"name": tj.CONTAINER_NAME}
-    container.update({k: trainer[k] for k in ("image", "command", "args", "env") if k in trainer})
+    container.update({k: trainer[k] for k in ("image", "command", "args") if k in trainer})
+    if trainer.get("env") is not None:
+        container["env"] = [env_var(e) for e in trainer["env"]]
     if trainer.get("resourcesPerNode") is not None:
         container["resources"] = trainer["resourcesPerNode"]
     return container
 
 
-def _initializer_container(step: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """spec.initializer.dataset / .model as a patch of the initializer's container:
-    STORAGE_URI from storageUri, then its env."""
+def _initialize(pod: dict[str, Any], step: str, given: Mapping[str, Any]) -> None:
+    """spec.initializer.dataset / .model into the initializer's container (jobset/
+    builder.go, Initializer): STORAGE_URI from storageUri, then its env, upserted by
+    name; its secretRef appended to envFrom."""
     env = [{"name": "STORAGE_URI", "value": given["storageUri"]}] if given.get("storageUri") else []
-    return {"name": step, "env": [*env, *(given.get("env") or [])]}
+    env += [env_var(e) for e in given.get("env") or []]
+    patched = merge(pod, {"spec": {"containers": [{"name": step, "env": env}]}})
+    pod["spec"] = patched["spec"]
+    if given.get("secretRef") is not None:
+        for container in pod["spec"].get("containers") or []:
+            if container.get("name") == step:
+                source = {"secretRef": {"name": given["secretRef"].get("name", "")}}
+                container["envFrom"] = [*(container.get("envFrom") or []), source]
+
+
+# The fields of each env source that Trainer's apply.EnvVar carries over (pkg/apply).
+_ENV_SOURCE_FIELDS = {
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("containerName", "resource", "divisor"),
+    "configMapKeyRef": ("key", "name", "optional"),
+    "secretKeyRef": ("key", "name", "optional"),
+}
+
+
+def env_var(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An env entry of the TrainJob as Trainer copies it (apply.EnvVar): with a valueFrom
+    only that (a value beside it is dropped) and its sources' known fields (a fieldRef's
+    apiVersion is the API server's default again); else the value."""
+    source = entry.get("valueFrom")
+    if source is None:
+        return {"name": entry.get("name"), "value": entry.get("value", "")}
+    kept: dict[str, Any] = {}
+    for kind, fields in _ENV_SOURCE_FIELDS.items():
+        ref = source.get(kind)
+        if ref is None:
+            continue
+        kept[kind] = {f: ref[f] for f in fields if ref.get(f) not in (None, "")}
+    return {"name": entry.get("name"), "valueFrom": kept}
+
+
+def _injection_targets(runtime: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The torch policy's envInjection targets as (Job, container) pairs."""
+    torch = ((runtime.get("spec") or {}).get("mlPolicy") or {}).get("torch") or {}
+    targets = (torch.get("envInjection") or {}).get("targets") or []
+    return [(str(t.get("jobName")), str(c)) for t in targets for c in t.get("containerNames") or []]
+
+
+def _unmodelled(spec: Mapping[str, Any], runtime: Mapping[str, Any]) -> str:
+    """What of this TrainJob and runtime a local run would do differently from the
+    cluster, so it is refused ('' where nothing)."""
+    name = f"runtime {runtime['metadata']['name']}"
+    policy = policy_of(runtime)
+    runtime_spec = runtime.get("spec") or {}
+    template = runtime_spec.get("template") or {}
+    if policy == "mpi":
+        return f"{name} has an MPI policy: its launcher starts the nodes' processes over SSH"
+    if policy in UNMODELLED_POLICIES:
+        return f"{name} has a {policy} policy: its plugin sets {UNMODELLED_POLICIES[policy]}"
+    if (template.get("spec") or {}).get("volumeClaimPolicies"):
+        return f"{name} has volumeClaimPolicies: JobSet makes PersistentVolumeClaims"
+    if runtime_spec.get("podGroupPolicy"):
+        return (
+            f"{name} has a podGroupPolicy: Trainer makes a PodGroup for a gang scheduler "
+            "(coscheduling or Volcano)"
+        )
+    if policy == "torch" and (spec.get("trainer") or {}).get("command") == ["tune", "run"]:
+        return (
+            "spec.trainer.command `tune run`: the torch plugin rewrites it for torchtune "
+            "(recipe, config and rendezvous by model and size)"
+        )
+    for rjob in _replicated_jobs(template):
+        if _step(rjob) in STEP_CONTAINER:
+            continue  # Trainer makes these one Job of the pods it decides
+        if rjob.get("replicas", 1) != 1:
+            return (
+                f"replicatedJob {rjob.get('name')!r} has replicas {rjob['replicas']}: JobSet "
+                "makes a Job of each, each with its own completion indexes from 0"
+            )
+    return ""
+
+
+def _job_pods(rjob: Mapping[str, Any]) -> int:
+    """The pods of a replicatedJob's one Job: its parallelism, at least 1; Trainer sets
+    its completions to the same (core/trainingruntime.go, jobset.go SyncParallelCount)."""
+    job_spec = (rjob.get("template") or {}).get("spec") or {}
+    return max(int(_first_set(job_spec.get("parallelism"), 1)), 1)
 
 
 def _replicated_jobs(template: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -315,10 +475,10 @@ def _containers(rjob: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
 
 
 def _first_container(rjob: Mapping[str, Any]) -> str:
+    """The main container of a Job no step owns: its first ('' for none, which the API
+    server refuses: api_errors)."""
     containers = _containers(rjob, "containers")
-    if not containers:
-        raise WorkloadError(f"replicatedJob {rjob.get('name')!r} has no containers")
-    return str(containers[0]["name"])
+    return str(containers[0].get("name")) if containers else ""
 
 
 def _first_set(*values: Any) -> Any:

@@ -17,14 +17,6 @@ from .shapes import TRAINJOB_SPEC, shape_errors
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-# Names the torch plugin sets in the trainer container; the webhook refuses them in env.
-TRAINJOB_RESERVED_ENV = (
-    "PET_NNODES",
-    "PET_NPROC_PER_NODE",
-    "PET_NODE_RANK",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-)
 TRAINJOB_MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
 _MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/\S+$")
 
@@ -59,10 +51,6 @@ def trainjob_errors(manifest: dict[str, Any]) -> list[str]:
     managed_by = spec.get("managedBy")
     if managed_by is not None and managed_by not in TRAINJOB_MANAGED_BY:
         errors.append(f"spec.managedBy must be one of {', '.join(TRAINJOB_MANAGED_BY)}")
-    trainer = spec.get("trainer") or {}
-    for item in trainer.get("env") or []:
-        if item.get("name") in TRAINJOB_RESERVED_ENV:
-            errors.append(f"spec.trainer.env: {item['name']} is set by the torch plugin")
     for patch in spec.get("runtimePatches") or []:
         if not _MANAGER.match(patch.get("manager", "")):
             errors.append(
@@ -88,9 +76,15 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
     elastic = spec.get("elasticPolicy")
     if elastic is not None:
         if replicas is None or pj.WORKER not in replicas:
-            errors.append("spec.elasticPolicy needs a Worker replica spec")
+            errors.append(
+                "spec.pytorchReplicaSpecs[Worker]: Required value: must be configured if "
+                "elastic policy is used"
+            )
         if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-            errors.append("spec.elasticPolicy.nProcPerNode and spec.nprocPerNode are both set")
+            errors.append(
+                "spec.elasticPolicy.nProcPerNode: Forbidden: must not be used with "
+                "spec.nprocPerNode"
+            )
         if elastic.get("rdzvConf") == []:
             # Not the webhook's rule: the operator accepts it, then its reconcile loop
             # panics trimming the joined, empty key=value list. Refused here instead.
@@ -99,7 +93,7 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
                 "training-operator's reconcile loop (v1.9.4); leave it out instead"
             )
     if replicas is None:  # `{}` is accepted: the map is empty, not nil
-        errors.append("spec.pytorchReplicaSpecs is required")
+        errors.append("spec.pytorchReplicaSpecs: Required value: must be required")
         return errors
     for rtype, rspec in replicas.items():
         errors += _replica_errors(rtype, rspec)
@@ -107,22 +101,30 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
 
 
 def _replica_errors(rtype: str, rspec: dict[str, Any]) -> list[str]:
-    where = f"spec.pytorchReplicaSpecs.{rtype}"
+    """validatePyTorchReplicaSpecs (v1.9.4 pytorchjob_webhook.go), in its words."""
+    where = f"spec.pytorchReplicaSpecs[{rtype}]"
     errors = []
     if rtype not in pj.REPLICA_TYPES:
-        errors.append(f"{where}: replica type must be one of {', '.join(pj.REPLICA_TYPES)}")
+        errors.append(
+            f'{where}: Unsupported value: "{rtype}": supported values: '
+            + ", ".join(f'"{t}"' for t in pj.REPLICA_TYPES)
+        )
+    path = f"{where}.template.spec.containers"
     containers = ((rspec.get("template") or {}).get("spec") or {}).get("containers") or []
     if not containers:
-        errors.append(f"{where}.template.spec.containers must be specified")
-    for c in containers:
+        errors.append(f"{path}: Required value: must be specified")
+    for i, c in enumerate(containers):
         if not c.get("image"):
-            errors.append(f"{where}: container {c.get('name')!r} has no image")
+            errors.append(f"{path}[{i}].image: Required value: must be required")
     if not any(c.get("name") == pj.CONTAINER_NAME for c in containers):
-        errors.append(f"{where}: no container named {pj.CONTAINER_NAME!r}")
+        errors.append(
+            f"{path}: Required value: must have at least one container with name "
+            f"{pj.CONTAINER_NAME}"
+        )
     count = rspec.get("replicas")
     if rtype == pj.MASTER:
         if count is None or count != 1:
-            errors.append(f"{where}.replicas must be set to 1")
+            errors.append(f"{where}.replicas: Forbidden: must be 1")
     elif count is not None and count < 1:
-        errors.append(f"{where}.replicas must be at least 1")
+        errors.append(f"{where}.replicas: Forbidden: must be at least 1")
     return errors

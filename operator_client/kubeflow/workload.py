@@ -14,9 +14,14 @@ from . import pytorchjob as pj
 from . import trainjob as tj
 from .groups import Group, WorkloadError
 from .operator_env import operator_env
+from .pod_validation import pod_spec_errors
 from .trainjob_pods import Network, build, torch_env
 
 __all__ = ["Group", "Workload", "WorkloadError", "workload_of"]
+
+
+# managedBy that hands a job to Kueue's MultiKueue (both operators accept it).
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 
 def _identity(host: str) -> str:
@@ -130,8 +135,8 @@ class Workload:
         # Kubernetes sets the completion index of every Indexed Job's pod (JobSet's Jobs
         # are Indexed), with or without a torch policy.
         env = {"JOB_COMPLETION_INDEX": str(index)}
-        if group.torch_nproc is not None:
-            env |= torch_env(self.name, group, index)
+        if group.container in group.torch_targets:
+            env |= torch_env(self.name, self.main, index)
             env["PET_MASTER_ADDR"] = address(env["PET_MASTER_ADDR"])
             if port is not None:
                 env["PET_MASTER_PORT"] = str(port)
@@ -151,8 +156,27 @@ def workload_of(
             "suspend: true: the controllers make no pods until the job is resumed (by Kueue "
             "or a person), which nothing does locally; drop suspend to run it here"
         )
+    managed = spec.get("managedBy") or (spec.get("runPolicy") or {}).get("managedBy")
+    if managed == MULTIKUEUE:
+        field = "spec.managedBy" if kind == tj.KIND else "spec.runPolicy.managedBy"
+        raise WorkloadError(
+            f"{field} {MULTIKUEUE}: Kueue's MultiKueue runs it on a worker cluster and the "
+            "controllers here make no pods, which a local run does not reproduce; drop "
+            "managedBy to run it here"
+        )
     if kind == pj.KIND:
-        return Workload(manifest, _pytorchjob_groups(manifest))
+        workload = Workload(manifest, _pytorchjob_groups(manifest))
+        refused = [
+            f'Pod "{workload.pod_name(g.type, 0)}" is invalid: {e}'
+            for g in workload.groups
+            for e in pod_spec_errors(g.template.get("spec") or {})
+        ]
+        if refused:
+            raise WorkloadError(
+                "the API server would refuse the pods the operator makes of it, so it would "
+                "never run as written: " + "; ".join(refused)
+            )
+        return workload
     if kind == tj.KIND:
         runtimes = dict(runtimes or {})
         if tj.RUNTIME_NAME not in runtimes and _names(manifest) == tj.RUNTIME_NAME:

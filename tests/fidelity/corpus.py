@@ -7,7 +7,8 @@ record.py, is golden/NAME.yaml.
 `python -m tests.fidelity.corpus` writes the inputs derived from the examples (ex-*: each as
 a PyTorchJob, and as a TrainJob where one can carry it) and one TrainJob on each of Kubeflow's
 shipped runtimes (rt-*). The others (pj-*, tj-*) are written by hand, each saying what it
-probes in its first line.
+probes in its first line. An input the local backend refuses rather than run differently
+(docs/LOCAL_PODS.md) says so in a comment line `# not run locally: WORDS`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ def names() -> list[str]:
     return sorted(p.stem for p in INPUTS.glob("*.yaml"))
 
 
+NOT_RUN_MARK = "# not run locally:"
+
+
+def not_run_locally(name: str) -> str | None:
+    """What the input's comments say a local run refuses it for (a line `# not run locally:
+    WORDS`: the local refusal must contain WORDS), or None: it runs locally."""
+    for line in (INPUTS / f"{name}.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            return None
+        if line.startswith(NOT_RUN_MARK):
+            return line[len(NOT_RUN_MARK) :].strip()
+    return None
+
+
 def documents(name: str) -> list[dict[str, Any]]:
     """The input's job first, then its own runtimes."""
     return [d for d in yaml.safe_load_all((INPUTS / f"{name}.yaml").read_text()) if d]
@@ -51,8 +66,19 @@ def _render(example: Path, name: str, operator: str) -> dict[str, Any] | None:
     return yaml.safe_load(done.stdout) if done.returncode == 0 else None
 
 
-def _write(name: str, *docs: dict[str, Any]) -> None:
-    (INPUTS / f"{name}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+def _write(name: str, *docs: dict[str, Any], comment: str = "") -> None:
+    header = f"{comment}\n" if comment else ""
+    (INPUTS / f"{name}.yaml").write_text(header + yaml.safe_dump_all(docs, sort_keys=False))
+
+
+# Kubeflow's shipped runtimes that a local run refuses, and the words of its reason.
+SHIPPED_NOT_RUN = {
+    "deepspeed-distributed": "an MPI policy",  # mpirun over SSH between the pods
+    "mlx-distributed": "an MPI policy",
+    "jax-distributed": "a jax policy",  # JAX_* from the jax plugin
+    "xgboost-distributed": "a xgboost policy",  # DMLC_* from the xgboost plugin
+    "torchtune-llama3.2-1b": "volumeClaimPolicies",  # JobSet's PVCs
+}
 
 
 def write_inputs() -> None:
@@ -79,7 +105,8 @@ def write_inputs() -> None:
                 "trainer": {"image": "kctl-train/probe:1", "command": ["true"]},
             },
         }
-        _write(name, trainjob, found)
+        refused = SHIPPED_NOT_RUN.get(rt)
+        _write(name, trainjob, found, comment=f"{NOT_RUN_MARK} {refused}" if refused else "")
 
 
 if __name__ == "__main__":

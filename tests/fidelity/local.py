@@ -29,14 +29,11 @@ def local(name: str) -> dict[str, Any]:
     except WorkloadError as exc:
         return {"refused": str(exc)}
     refused = pss.group_refusals(workload, LEVEL)
-    # The first wave: a replicated Job that depends on another starts once that one is
-    # Complete or Ready, which the recording does not wait for.
-    first = {g.type for g in workload.groups if not g.depends_on and g.type not in refused}
     # pod_manifests keeps workload.pods()'s order: each pod's replica type is beside it.
     pods = [
         project(pod)
         for pod, (_, replica_type, _) in zip(pod_manifests(workload), workload.pods(), strict=True)
-        if replica_type in first
+        if replica_type not in refused
     ]
     if not pods and refused:
         return {"pods": [], "refused_pods": sorted(refused.values())}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from ..conftest import ROOT
-from .corpus import GOLDEN, INPUTS, names
+from .corpus import GOLDEN, INPUTS, names, not_run_locally
 from .local import local
 from .project import project, refusal
 
@@ -24,30 +25,51 @@ def _text(found: dict[str, Any]) -> list[str]:
     return yaml.safe_dump(found, sort_keys=True, width=100).splitlines(keepends=True)
 
 
-# What the local backend refuses to run rather than run differently (docs/LOCAL_PODS.md):
-# input, and a word of its reason.
-NOT_RUN_LOCALLY = {
-    "rt-deepspeed-distributed": "MPI",  # mpirun over SSH between the pods
-    "rt-mlx-distributed": "MPI",
-    "rt-jax-distributed": "jax policy",  # JAX_* from the jax plugin
-    "rt-xgboost-distributed": "xgboost policy",  # DMLC_* from the xgboost plugin
-    "rt-torchtune-llama3-2-1b": "volumeClaimPolicies",  # JobSet's PVCs
-    "tj-suspended": "suspend: true",  # no pods until resumed; nothing resumes it locally
-}
+# The events by which a controller reports an object it could not create, other than a pod
+# Pod Security refused (record.py records these).
+POD_SECURITY = "violates PodSecurity"
+# A field path as the API server and the webhooks name it (`spec.a[Master].b[0].c`).
+FIELD_PATH = re.compile(r"(?<![\w])\.?((?:spec|metadata)(?:\.[A-Za-z]+|\[[^\]\s]*\])+)")
+
+
+def reasons(message: str) -> set[str]:
+    """What a refusal is about: the field paths it names, list positions aside (the
+    controllers place a patched-in list entry where the local merge may not); where it
+    names none, its last clause, word for word."""
+    paths = {re.sub(r"\[\d+\]", "[]", m) for m in FIELD_PATH.findall(message)}
+    return paths or {message.rsplit(": ", 1)[-1].strip()}
+
+
+def same_reason(cluster: str, local: str) -> bool:
+    """The local refusal is for the cluster's reason: each of the cluster's appears in it."""
+    return all(r in local or r in reasons(local) for r in reasons(cluster))
+
+
+def failures(golden: dict[str, Any]) -> list[str]:
+    """The cluster's refusals: admission's, or the controllers' creation failures other
+    than Pod Security's (those are compared pod by pod)."""
+    if "refused" in golden:
+        return [golden["refused"]]
+    return [e for e in golden.get("events") or [] if POD_SECURITY not in e]
 
 
 def compare(golden: dict[str, Any], found: dict[str, Any]) -> str:
-    """The differences between a golden and the local result, as a diff ('' for none).
-    A refusal matches a refusal; pods the API server refused (their Warning events) match
-    the local Pod Security refusals when each of those is among the events."""
-    if "refused" in golden or "refused" in found:
-        same = "refused" in golden and "refused" in found
-        return "" if same else "".join(difflib.unified_diff(_text(golden), _text(found)))
+    """The differences between a golden and the local result ('' for none), as a diff or
+    the refusals side by side. Where the cluster refused the job or failed to create one of
+    its objects, the local backend must refuse it for the same reason (it would never run
+    as written there); pods the API server refused under Pod Security (their Warning
+    events) match the local Pod Security refusals when each of those is among the events."""
+    refused = failures(golden)
+    if refused or "refused" in found:
+        local = found.get("refused", "")
+        if refused and local and all(same_reason(r, local) for r in refused):
+            return ""
+        return f"real controllers: {refused or golden}\nlocal backend: {local or found}\n"
     if golden["pods"] == [] and golden.get("events"):
         # The operator may stop at the first pod it cannot create: each refusal it reports
         # is one of the local ones.
-        refusals = [refusal(r) for r in found.get("refused_pods") or []]
-        if found["pods"] == [] and all(any(r in e for r in refusals) for e in golden["events"]):
+        pod_refusals = [refusal(r) for r in found.get("refused_pods") or []]
+        if found["pods"] == [] and all(any(r in e for r in pod_refusals) for e in golden["events"]):
             return ""
     return "".join(
         difflib.unified_diff(_text(golden), _text(found), "real controllers", "local backend")
@@ -58,8 +80,9 @@ def compare(golden: dict[str, Any], found: dict[str, Any]) -> str:
 def test_the_local_pods_are_the_real_controllers(name: str) -> None:
     golden = yaml.safe_load((GOLDEN / f"{name}.yaml").read_text())
     found = local(name)
-    if name in NOT_RUN_LOCALLY:
-        assert NOT_RUN_LOCALLY[name] in found.get("refused", ""), found
+    refused_for = not_run_locally(name)
+    if refused_for is not None:
+        assert refused_for in found.get("refused", ""), found
         return
     differences = compare(golden, found)
     assert not differences, differences
@@ -89,3 +112,31 @@ def test_a_local_server_dry_run_prints_these_pods(tmp_path: Path) -> None:
     printed = yaml.safe_load(done.stdout)
     assert printed["kind"] == "List"
     assert [project(p) for p in printed["items"]] == local(name)["pods"]
+
+
+def test_a_planted_refusal_reason_is_found() -> None:
+    """A local refusal for another reason than the cluster's is a difference; so is a run
+    where the cluster failed to create an object."""
+    name = "tj-numnodes-negative"
+    golden = yaml.safe_load((GOLDEN / f"{name}.yaml").read_text())
+    found = local(name)
+    assert compare(golden, found) == ""
+    other = {"refused": found["refused"].replace("spec.completions", "spec.backoffLimit")}
+    assert "spec.completions" in compare(golden, other)
+    assert compare(golden, {"pods": []}) != ""
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1",
+         {"spec.pytorchReplicaSpecs[Master].replicas"}),
+        ('Job.batch "j" is invalid: [spec.parallelism: Invalid value: -1: x, '
+         "spec.template.spec.containers[0].image: Required value]",
+         {"spec.parallelism", "spec.template.spec.containers[].image"}),
+        ("quantities must match the regular expression '^x$'",
+         {"quantities must match the regular expression '^x$'"}),
+    ],
+)  # fmt: skip
+def test_a_refusal_is_about_its_field_paths(message: str, expected: set[str]) -> None:
+    assert reasons(message) == expected

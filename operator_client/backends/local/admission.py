@@ -32,9 +32,16 @@ def level_of(given: str | None) -> str:
     return level
 
 
-def unhonoured(spec: Mapping[str, Any]) -> list[str]:
-    """The fields of a pod spec that a pod sandbox cannot do as a node would, by name."""
+def unhonoured(spec: Mapping[str, Any], main: str = "") -> list[str]:
+    """The fields of a pod spec that a pod sandbox cannot do as a node would, by name;
+    `main`: the container a local pod runs, when the others must be named too."""
     found = []
+    others = [str(c.get("name")) for c in spec.get("containers") or [] if c.get("name") != main]
+    if main and others:
+        found.append(f"containers {others}: a local pod runs its main container {main!r} only")
+    init = [str(c.get("name")) for c in spec.get("initContainers") or []]
+    if init:
+        found.append(f"initContainers {init}: a local pod runs its main container only")
     pod = pss.security_context(spec)
     if pod.get("supplementalGroups"):
         found.append("securityContext.supplementalGroups: a local pod gets no supplementary group")
@@ -81,6 +88,6 @@ def admission_findings(workload: Workload, level: str, default_uid: int) -> list
             findings.append(Finding("error", message, bad_input=True))
         findings += [
             Finding("error", f"{pod}: not run locally: {why}", bad_input=True)
-            for why in unhonoured(spec)
+            for why in unhonoured(spec, group.container)
         ]
     return findings
