@@ -80,6 +80,14 @@ def assert_each_sample_once_per_epoch(all_csv: Path) -> None:
     assert len(rows) == VAL * len({r["epoch"] for r in rows})
 
 
+def assert_every_second_accounted(goodput: dict[str, Any], ranks: int) -> None:
+    """The goodput account (collect/goodput.py) covers wall time x ranks, within 1 %."""
+    assert len(goodput["ranks"]) == ranks
+    assert goodput["total_s"] == pytest.approx(goodput["wall_s"] * ranks, rel=1e-3)
+    assert sum(goodput["categories"].values()) == pytest.approx(goodput["total_s"], rel=0.01)
+    assert goodput["categories"]["productive"] > 0 and 0 < goodput["goodput"] < 1
+
+
 def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, str]) -> None:
     out = kctl(
         "apply", str(ROOT / "examples/quickstart.yaml"), "--local", "--wait", env=env, cwd=tmp_path
@@ -92,6 +100,8 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert summary["complete"] and summary["success"]["step"] == 300
     assert summary["checkpoints"][0]["step"] == 300 and not summary["problems"]
     assert summary["outputs"]["val"]["rebuilt"] is False
+    assert_every_second_accounted(summary["goodput"], ranks=2)
+    assert summary["goodput"]["categories"]["other"] < 0.02 * summary["goodput"]["total_s"]
     # Sharded: DCP's metadata and one share per rank (a world of 2), all verified.
     shards = sorted(p.name for p in (results / "checkpoints/step-000000000300").iterdir())
     assert shards == [".metadata", "MANIFEST.json", "__0_0.distcp", "__1_0.distcp"], shards
@@ -209,6 +219,10 @@ def test_a_killed_replica_restarts_and_the_job_resumes(
     assert "resuming from checkpoints/step-" in logs
     summary = json.loads((tmp_path / "results/killed/summary.json").read_text())
     assert summary["attempts"] >= 2 and summary["success"]["step"] == 160
+    # The kill is in the account: a gap before the next attempt's processes, every second
+    # of both ranks counted.
+    assert_every_second_accounted(summary["goodput"], ranks=2)
+    assert summary["goodput"]["categories"]["recovery"] > 0
     assert_each_sample_once_per_epoch(tmp_path / "results/killed/outputs/val/all.csv")
     # The metrics log spans the restart: rows from before and after it.
     with (tmp_path / "results/killed/metrics/metrics.csv").open() as fh:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import KctlTrainError, NothingStored
-from ..runstore import checkpoint_log, checkpoints, monitor, runinfo
+from ..runstore import checkpoint_log, checkpoints, events, monitor, runinfo
 from ..runstore.aggregate import (
     AGGREGATE,
     AGGREGATE_MANIFEST,
@@ -46,6 +46,7 @@ from ..storage.base import ObjectInfo, file_matches
 from ..storage.keys import contained_path, remove_empty_parents
 from ..storage.transfer import download_many
 from ..untrusted import MAX_CSV, MAX_DOCUMENT, read_json
+from .goodput import account
 
 SUMMARY = "summary.json"
 SCRATCH = ".kctl-train-tmp"
@@ -369,6 +370,7 @@ def collect(
         "run": runinfo.RUN_JSON if runinfo.RUN_JSON in listing else None,
         "attempts": len(attempts),
         "restarts": max(0, len(attempts) - 1),
+        "goodput": _goodput(dest, plain),
         "files": {"downloaded": down.fetched, "skipped": down.skipped, "bytes": down.bytes},
         "problems": problems,
     }
@@ -395,6 +397,8 @@ def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[st
             and monitor.parse_node_file(key.split("/", 1)[1]) is not None
         ):
             wanted[key] = MAX_CSV
+        elif events.parse_key(key) is not None:
+            wanted[key] = events.MAX_BYTES
     plain = []
     for key, limit in sorted(wanted.items()):
         if listing[key].size > limit:
@@ -405,6 +409,18 @@ def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[st
         else:
             plain.append(key)
     return plain
+
+
+def _goodput(dest: Path, plain: list[str]) -> dict[str, Any] | None:
+    """The goodput account of the collected event files (collect/goodput.py), or None
+    where the run recorded none (a run of an older kctl-train, a command job)."""
+    files = []
+    for key in plain:
+        found = events.parse_key(key)
+        if found is not None:
+            files.append(events.read(dest / key, *found))
+    result = account(files)
+    return result.to_json() if result else None
 
 
 def _json(path: Path) -> Any:

@@ -19,8 +19,11 @@ from ..runstore.documents import Document
 from ..runstore.metrics import KEY as METRICS_KEY
 from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
+from .goodput import CATEGORIES
 
 PNG, TEXT = "report.png", "report.txt"
+# A rank whose median step time is this many times the fastest rank's is named.
+STRAGGLER = 1.2
 
 
 class ReportError(KctlTrainError):
@@ -52,6 +55,8 @@ class Report:
     saves: list[dict[str, str]] = field(default_factory=list)  # metrics/checkpoints.csv
     gpu_restarts: list[float] = field(default_factory=list)  # seconds, on the GPU time axis
     ignored: list[str] = field(default_factory=list)  # files passed over, and why
+    # summary.json's goodput account (collect/goodput.py), None where none was recorded
+    goodput: dict[str, Any] | None = None
 
 
 def _float(text: str | None) -> float | None:
@@ -197,7 +202,35 @@ def build(directory: Path) -> Report:
         checkpoint=path if isinstance(path, str) else None,
         saves=_saves(directory / checkpoint_log.KEY, ignored),
         ignored=ignored,
+        goodput=_goodput(summary.get("goodput")),
     )
+
+
+def _goodput(value: Any) -> dict[str, Any] | None:
+    """summary.json's goodput, when it has the shape collect writes (the summary is ours,
+    but a person may have edited it)."""
+    found = _object(value)
+    categories = {
+        k: n for k, v in _object(found.get("categories")).items() if (n := _number(v)) is not None
+    }
+    total = _number(found.get("total_s"))
+    if not categories or total is None:
+        return None
+    ranks = [r for r in _list(found.get("ranks")) if isinstance(r, dict)]
+    return {
+        "total_s": total,
+        "wall_s": _number(found.get("wall_s")) or 0.0,
+        "goodput": _number(found.get("goodput")) or 0.0,
+        "categories": categories,
+        "ranks": [
+            {
+                "rank": r.get("rank"),
+                "categories": _object(r.get("categories")),
+                "straggler": _number(r.get("straggler")),
+            }
+            for r in ranks
+        ],
+    }
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -286,7 +319,31 @@ def text(report: Report) -> str:
         rows.append(("GPU utilisation", "not recorded (no GPU, or monitoring off)"))
     rows.extend(("ignored", why) for why in report.ignored)
     width = max(len(label) for label, _ in rows) + 2
-    return "\n".join(lines + [f"  {label:<{width}}{value}" for label, value in rows]) + "\n"
+    lines += [f"  {label:<{width}}{value}" for label, value in rows]
+    return "\n".join(lines + goodput_table(report.goodput)) + "\n"
+
+
+def goodput_table(goodput: dict[str, Any] | None) -> list[str]:
+    """Where every rank-second went: each category with time in it, and the stragglers."""
+    if goodput is None:
+        return ["  goodput: not recorded (a run of an older kctl-train, or a command job)"]
+    total, ranks = goodput["total_s"], len(goodput["ranks"])
+    lines = [
+        f"  goodput {goodput['goodput']:.1%} of {total:.1f} rank-seconds "
+        f"({ranks} ranks x {_duration(goodput['wall_s'])}):"
+    ]
+    known = [c for c in CATEGORIES if c in goodput["categories"]]
+    for name in known + sorted(set(goodput["categories"]) - set(known)):
+        seconds = goodput["categories"][name]
+        if abs(seconds) >= 0.0005:
+            share = seconds / total if total else 0.0
+            lines.append(f"    {name.replace('_', ' '):<18}{seconds:>10.1f}s {share:>7.1%}")
+    slow = [r for r in goodput["ranks"] if (r["straggler"] or 0) >= STRAGGLER]
+    for r in slow:
+        lines.append(
+            f"    straggler: rank {r['rank']}, {r['straggler']:.2f}x the fastest step time"
+        )
+    return lines
 
 
 def plot(report: Report, path: Path) -> Path:
@@ -296,7 +353,7 @@ def plot(report: Report, path: Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    panels = 1 + bool(report.gpu) + bool(report.saves)
+    panels = 1 + bool(report.gpu) + bool(report.saves) + bool(report.goodput)
     fig, axes = plt.subplots(panels, 1, figsize=(9, 4 * panels), squeeze=False)
     curves = axes[0][0]
     for name, series in sorted(report.metrics.items()):
@@ -322,6 +379,8 @@ def plot(report: Report, path: Path) -> Path:
         util.set_ylabel("GPU utilisation %")
         util.set_ylim(0, 100)
         util.legend()
+    if report.goodput:
+        _goodput_bars(axes[-1 - bool(report.saves)][0], report.goodput)
     if report.saves:
         stalls = axes[-1][0]
         steps = [float(r["step"]) for r in report.saves]
@@ -333,6 +392,21 @@ def plot(report: Report, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _goodput_bars(axis: Any, goodput: dict[str, Any]) -> None:
+    """One stacked bar per rank: its seconds in each category."""
+    ranks = goodput["ranks"]
+    labels = [f"rank {r['rank']}" for r in ranks]
+    left = [0.0] * len(ranks)
+    for name in [c for c in CATEGORIES if c in goodput["categories"]]:
+        widths = [float(_number(r["categories"].get(name)) or 0.0) for r in ranks]
+        if any(w > 0 for w in widths):
+            axis.barh(labels, widths, left=left, label=name.replace("_", " "))
+            left = [a + w for a, w in zip(left, widths, strict=True)]
+    axis.set_xlabel("seconds")
+    axis.set_title(f"goodput {goodput['goodput']:.1%}: where each rank's time went")
+    axis.legend(fontsize="small", ncol=3)
 
 
 def write(directory: Path) -> tuple[Report, Path, Path]:

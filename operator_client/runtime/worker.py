@@ -33,6 +33,7 @@ from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError, open_store
 from ..version import __version__
 from .context import RuntimeConfigError, World, job_from_env, run_store, scratch_dir
+from .goodput import EventLog
 from .gpu_monitor import GpuMonitor, nvml_sampler
 from .outputs import activate
 
@@ -206,10 +207,16 @@ def fetch_resume(
 
 
 def build_trainer(
-    job: TrainingJob, world: World, scratch: Path, callbacks: list[Any], backend: str
+    job: TrainingJob,
+    world: World,
+    scratch: Path,
+    callbacks: list[Any],
+    backend: str,
+    profiler: Any = None,
 ) -> Any:
     """The Lightning Trainer: DDP over the torchrun world, our callbacks, the user's
-    trainer arguments; Lightning's own checkpointing and SIGTERM handling off."""
+    trainer arguments; Lightning's own checkpointing and SIGTERM handling off; `profiler`
+    (goodput.StepProfiler) times the loop."""
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
     from lightning.pytorch.strategies import DDPStrategy
@@ -229,6 +236,7 @@ def build_trainer(
         enable_progress_bar=sys.stderr.isatty(),
         enable_model_summary=False,
         default_root_dir=scratch,
+        profiler=profiler,
         **train.trainer,
     )
     # Lightning's SIGTERM handler broadcasts from inside the signal handler, which breaks
@@ -277,8 +285,9 @@ def finalize(
     log.info("finished at step %d; outputs %s", trainer.global_step, rows)
 
 
-def run(job: TrainingJob, world: World) -> int:
-    """The whole life of one worker; returns its exit code."""
+def run(job: TrainingJob, world: World, events: EventLog) -> int:
+    """The whole life of one worker; returns its exit code. Its goodput events go to
+    `events` (runstore/events.py)."""
     import lightning as L
     import torch
     import torch.distributed as dist
@@ -291,6 +300,9 @@ def run(job: TrainingJob, world: World) -> int:
         ProgressCallback,
         RunAttempt,
     )
+    from .step_profiler import StepProfiler
+
+    events.record("imports_done")
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         # Lightning's own handlers would print every line twice, without the rank prefix.
@@ -300,18 +312,26 @@ def run(job: TrainingJob, world: World) -> int:
     backend = "nccl" if gpu else "gloo"
     if gpu:
         torch.cuda.set_device(world.local_rank)
+    events.record("rendezvous_start")
     dist.init_process_group(backend)
     # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike;
     # the checkpoint writers' (DCP's planning) on a gloo group of their own, from their thread.
     control = dist.new_group(backend="gloo")
     writing = dist.new_group(backend="gloo")
+    events.record("rendezvous_end")
     store = run_store(job)
     scratch = scratch_dir(job, world)
     resume = node_scratch(scratch, world) / "resume"
     verified = checkpoints.Verified(store, scratch)
     source = ResumeSource.of(job, store)
     start = agree_start(job, world, store, source, resume, verified, control)
+    events.bind(store, start.attempt)
+    if start.manifest is not None:
+        events.record("restore_start", step=start.step)
     ckpt_path = fetch_resume(start, source, world, resume, control, verified)
+    if start.manifest is not None:
+        size = sum(m.size for m in start.manifest.members)
+        events.record("restore_end", step=start.step, bytes=size)
     history = None
     if world.rank == 0 and start.step and store.exists(metrics.KEY):
         history = scratch / "metrics-history.csv"
@@ -331,7 +351,9 @@ def run(job: TrainingJob, world: World) -> int:
         job, attempt, scratch, start.step, history, verified, writers, writing
     )
     callbacks = [ProgressCallback(world, start.step), saver, OutputsCallback(attempt, outputs)]
-    trainer = build_trainer(job, world, scratch, callbacks, backend)
+    profiler = StepProfiler(events)
+    trainer = build_trainer(job, world, scratch, callbacks, backend, profiler)
+    profiler.step = lambda: int(trainer.global_step)
     signal.signal(signal.SIGTERM, lambda signum, frame: PREEMPTED.set())
     gpu_monitor = start_gpu_monitor(job, world, store, start.attempt)
     try:
@@ -342,16 +364,20 @@ def run(job: TrainingJob, world: World) -> int:
             weights_only=False,
         )
     except Preempted:
+        profiler.close_window()
+        events.record("exit", reason="preempted")
         log.warning("stopped by SIGTERM; exiting %d so the job is retried", EXIT_PREEMPTED)
         return EXIT_PREEMPTED
     finally:
         if gpu_monitor is not None:
             gpu_monitor.stop()
+    profiler.close_window()
     saver.finish(trainer)
     dist.barrier(group=control)
     if world.rank == 0:
         finalize(trainer, store, scratch, start.attempt, saver.metrics_file(trainer))
     dist.barrier(group=control)
+    events.record("exit", reason="finished")
     dist.destroy_process_group()
     return 0
 
@@ -381,10 +407,12 @@ def terminate_with(message: str) -> None:
 def main() -> int:
     """Entry point of each torchrun worker process."""
     rank = os.environ.get("RANK", "?")
+    events = EventLog(int(rank) if rank.isdigit() else 0)
+    events.record("process_start")
     try:
         world = World.from_env(os.environ)
         configure_logging(world.rank)
-        return run(job_from_env(os.environ), world)
+        return run(job_from_env(os.environ), world, events)
     except RuntimeConfigError as exc:
         terminate_with(str(exc))
         return 2
@@ -398,6 +426,10 @@ def main() -> int:
     except Exception as exc:
         terminate_with(f"rank {rank}: {type(exc).__name__}: {exc}")
         raise
+    finally:
+        if not events.exited:
+            events.record("exit", reason="failed")
+        events.close()
 
 
 if __name__ == "__main__":

@@ -38,8 +38,28 @@ RESERVED_ENV = frozenset(
 SPEC_ENV_MAX = 120 * 1024
 RESERVED_ENV_PREFIXES = ("PET_", "TORCHELASTIC_", "KCTL_TRAIN_")
 SECRET_ENV = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
-# lightning.Trainer arguments that the runtime derives from the world it runs in.
-RUNTIME_TRAINER_ARGS = frozenset({"devices", "num_nodes", "strategy", "accelerator", "plugins"})
+# lightning.Trainer arguments the runtime sets itself (runtime/worker.py build_trainer):
+# given again in train.trainer, every rank would fail (multiple values for one keyword),
+# or the runtime's checkpoints, report and goodput would silently go. Each with where the
+# job says it instead.
+_WORLD = (
+    "is set by the runtime from the job's world size and hardware; remove it (use "
+    "spec.nodes, spec.processesPerNode and spec.resources instead)"
+)
+RUNTIME_TRAINER_ARGS = {
+    "devices": _WORLD,
+    "num_nodes": _WORLD,
+    "strategy": _WORLD,
+    "accelerator": _WORLD,
+    "plugins": _WORLD,
+    "logger": ("is the runtime's CSV log, which the report and collect read; remove it"),
+    "callbacks": ("are the runtime's (checkpoints, outputs, progress); remove them"),
+    "enable_checkpointing": "is off: checkpoints are spec.checkpoint; remove it",
+    "default_root_dir": "is the runtime's scratch directory; remove it",
+    "profiler": "is the runtime's goodput profiler (report's goodput account); remove it",
+    "enable_progress_bar": "is the runtime's: progress lines in the logs; remove it",
+    "enable_model_summary": "is off in the runtime; remove it",
+}
 
 PRESET_LABELS: dict[str, dict[str, str]] = {
     # preset -> {spec field: node label}
@@ -118,12 +138,9 @@ def _what_to_run(job: TrainingJob) -> Iterator[FieldProblem]:
     if spec.train is not None and spec.command is not None:
         yield FieldProblem(("spec", "command"), "give either spec.train or spec.command, not both")
     if spec.train is not None:
-        for key in sorted(RUNTIME_TRAINER_ARGS & spec.train.trainer.keys()):
+        for key in sorted(RUNTIME_TRAINER_ARGS.keys() & spec.train.trainer.keys()):
             yield FieldProblem(
-                ("spec", "train", "trainer", key),
-                f"{key} is set by the runtime from the job's world size and "
-                "hardware; remove it (use spec.nodes, spec.processesPerNode and "
-                "spec.resources instead)",
+                ("spec", "train", "trainer", key), f"{key} {RUNTIME_TRAINER_ARGS[key]}"
             )
 
 

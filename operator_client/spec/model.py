@@ -140,8 +140,10 @@ class TrainSpec(_Model):
     trainer: JsonArgs = Field(
         {},
         description=(
-            "Keyword arguments for `lightning.Trainer` "
-            "(not devices/num_nodes/strategy/accelerator)."
+            "Keyword arguments for `lightning.Trainer` (not those the runtime sets: "
+            "devices, num_nodes, strategy, accelerator, plugins, logger, callbacks, "
+            "enable_checkpointing, default_root_dir, profiler, enable_progress_bar, "
+            "enable_model_summary)."
         ),
     )
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = Field(

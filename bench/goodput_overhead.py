@@ -1,0 +1,124 @@
+"""What recording goodput costs training (issue 30), side by side in one run: the
+quickstart's model (operator_client.examples.regression, a step of a few milliseconds on
+CPU, so the recording's share is as large as it gets) fitted in one process, alternately with
+the runtime's StepProfiler and with Lightning's default (no profiler), ROUNDS times each.
+Prints:
+- the calls Lightning makes into the profiler per step, and what one call costs beyond
+  Lightning's default profiler, which it calls just the same (timed alone over the actions
+  the fit made): their product over the median step time is the recording's share of a step
+  (goal < 0.5 %);
+- the median step time with and without it, and their ratio (noisy on a shared machine: the
+  share above is the steadier number).
+Asserts nothing. Usage: python bench/goodput_overhead.py [STEPS] [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from typing import Any, ClassVar
+
+
+def fit(steps: int, profiler: Any) -> float:
+    """The median step time of one fit (seconds), from a callback's clock."""
+    import lightning as L
+
+    from operator_client.examples.regression import RegressionData, RegressionModel
+
+    times: list[float] = []
+
+    class Clock(L.Callback):
+        def on_train_batch_start(self, *args: Any) -> None:
+            self.began = time.perf_counter()
+
+        def on_train_batch_end(self, *args: Any) -> None:
+            times.append(time.perf_counter() - self.began)
+
+    L.seed_everything(7, verbose=False)
+    trainer = L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[Clock()],
+        profiler=profiler,
+    )
+    trainer.fit(RegressionModel(lr=0.05), datamodule=RegressionData(samples=2048, batch_size=32))
+    return statistics.median(times[10:])
+
+
+class Counting:
+    """Wraps a StepProfiler to count and keep the actions Lightning profiles."""
+
+    def __init__(self) -> None:
+        from operator_client.runtime.goodput import EventLog
+        from operator_client.runtime.step_profiler import StepProfiler
+
+        class Counted(StepProfiler):  # type: ignore[misc]
+            actions: ClassVar[list[str]] = []
+
+            def start(self, action_name: str) -> None:
+                self.actions.append(action_name)
+                super().start(action_name)
+
+        self.profiler = Counted(EventLog(0))
+        self.actions = Counted.actions
+
+
+def per_call(profiler: Any, actions: list[str]) -> float:
+    """Seconds per start/stop pair of `profiler` over these actions."""
+    began = time.perf_counter()
+    for action in actions:
+        profiler.start(action)
+        profiler.stop(action)
+    return (time.perf_counter() - began) / len(actions)
+
+
+def marginal(actions: list[str]) -> float:
+    """What a call costs with the StepProfiler over what it costs with Lightning's default
+    (PassThroughProfiler: Lightning calls it just the same), seconds; the best of 5."""
+    from lightning.pytorch.profilers import PassThroughProfiler
+
+    from operator_client.runtime.goodput import EventLog
+    from operator_client.runtime.step_profiler import StepProfiler
+
+    ours = min(per_call(StepProfiler(EventLog(0)), actions) for _ in range(5))
+    default = min(per_call(PassThroughProfiler(), actions) for _ in range(5))
+    return max(0.0, ours - default)
+
+
+def main(steps: int, rounds: int) -> None:
+    counting = Counting()
+    fit(steps, counting.profiler)
+    calls = len(counting.actions) / steps
+    cost = marginal(counting.actions * 20)
+    with_it, without = [], []
+    for _ in range(rounds):
+        from operator_client.runtime.goodput import EventLog
+        from operator_client.runtime.step_profiler import StepProfiler
+
+        with_it.append(fit(steps, StepProfiler(EventLog(0))))
+        without.append(fit(steps, None))
+    step = statistics.median(without)
+    print(
+        f"profiler calls per step: {calls:.1f}, each {cost * 1e6:.3f} us more than "
+        "Lightning's default profiler"
+    )
+    print(
+        f"median step: {step * 1e3:.3f} ms without recording, "
+        f"{statistics.median(with_it) * 1e3:.3f} ms with it"
+    )
+    print(
+        f"recording's share of a step (calls x cost / step): {calls * cost / step:.3%} "
+        "(goal < 0.5%)"
+    )
+    print(f"step-time ratio with / without: {statistics.median(with_it) / step:.4f}")
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    main(*(args + [300, 3][len(args) :]))

@@ -1,0 +1,67 @@
+"""The runtime's side of goodput: each rank's events (runstore/events.py), buffered and
+written to the store by a thread, off the training thread's way (step_profiler.py times the
+training loop). No torch or Lightning here: the worker records its first event before it
+imports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..runstore import events
+from ..storage import ObjectStore
+
+FLUSH_SECONDS = 10.0
+
+
+class EventLog:
+    """One rank's events, buffered; written to the store (whole, the file is small) by a
+    thread every FLUSH_SECONDS once the attempt is known, and at close()."""
+
+    def __init__(self, rank: int, clock: Callable[[], float] = time.time) -> None:
+        self.rank, self.clock = rank, clock
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.store: ObjectStore | None = None
+        self.attempt = 0
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    @property
+    def exited(self) -> bool:
+        return any(e["event"] == "exit" for e in self.events[-1:])
+
+    def record(self, event: str, **fields: Any) -> None:
+        entry = {"t": round(self.clock(), 6), "event": event, **fields}
+        with self.lock:
+            self.events.append(entry)
+
+    def bind(self, store: ObjectStore, attempt: int) -> None:
+        """Write to `store` as `attempt` from now on (the events so far included)."""
+        self.store, self.attempt = store, attempt
+        self.thread = threading.Thread(target=self._run, name="goodput-events", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.store is None:
+            return
+        with self.lock:
+            data = events.dumps(self.events)
+        # A store that fails now fails the checkpoints too, which say so; the account is
+        # not worth failing a training run for.
+        with contextlib.suppress(Exception):
+            self.store.put_bytes(events.key(self.attempt, self.rank), data)
+
+    def close(self) -> None:
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join()
+        self.flush()

@@ -1,0 +1,196 @@
+"""The goodput account (collect/goodput.py) on event histories whose answer is known, and
+the runtime's recording of them (runtime/goodput.py, step_profiler.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operator_client.collect.goodput import CATEGORIES, account
+from operator_client.runstore import events
+from operator_client.runstore.events import RankEvents
+from operator_client.storage import open_store
+
+
+def e(t: float, event: str, **fields: Any) -> dict[str, Any]:
+    return {"t": t, "event": event, **fields}
+
+
+def window(start: float, end: float, first: int, last: int, **spent: float) -> dict[str, Any]:
+    """A `steps` event: batches first..last, with the seconds spent in each part."""
+    fields = {f"{k}_s": spent.get(k, 0.0) for k in ("train", "data", "stall", "eval")}
+    return e(end, "steps", start=start, count=last - first, **{"from": first, "to": last}, **fields)
+
+
+def attempt(
+    offset: float, resume: int | None, windows: list[dict[str, Any]], end: str
+) -> list[dict[str, Any]]:
+    """One attempt of a rank: start-up 2 s (1 s imports, 1 s rendezvous), a restore of 1 s
+    when resuming, training from `offset + 3` (or + 4), then the windows and the exit."""
+    out = [
+        e(offset, "process_start"),
+        e(offset + 1, "rendezvous_start"),
+        e(offset + 2, "rendezvous_end"),
+    ]
+    begin = offset + 2
+    if resume is not None:
+        out += [
+            e(offset + 2, "restore_start", step=resume),
+            e(offset + 3, "restore_end", step=resume),
+        ]
+        begin = offset + 3
+    out.append(e(begin + 1, "first_step", step=resume or 0))
+    out += windows
+    if end:
+        out.append(e(windows[-1]["t"] + 1, "exit", reason=end))
+    return out
+
+
+def test_one_attempt_two_ranks_every_second_accounted() -> None:
+    """Rank 0: start 0..3 (imports 1, rendezvous 1, set-up 1), a window 3..13 of which 1 s
+    waits for data and 0.5 s is held by checkpoint saves (the other 8.5 s are its steps),
+    finish 1 s. Rank 1 starts 1 s later and finishes with rank 0: 1 s pending."""
+    r0 = attempt(0, None, [window(3, 13, 0, 100, train=8, data=1, stall=0.5)], "finished")
+    r1 = attempt(1, None, [window(4, 13, 0, 100, train=8, data=0.5)], "finished")
+    result = account([RankEvents(1, 0, r0), RankEvents(1, 1, r1)])
+    assert result is not None and result.wall == 14 and result.total == 28
+    zero, one = (r.categories for r in result.ranks)
+    assert zero["startup"] == 2 and zero["rendezvous"] == 1 and zero["productive"] == 8.5
+    assert zero["data_loading"] == 1 and zero["checkpoint_stall"] == 0.5
+    assert zero["other"] == pytest.approx(0) and zero["finish"] == 1
+    assert zero["pending"] == 0 and zero["idle_at_end"] == 0
+    assert one["pending"] == 1 and one["finish"] == 1 and one["productive"] == 8.5
+    for r in result.ranks:
+        assert sum(r.categories.values()) == pytest.approx(result.wall)
+    assert result.goodput == pytest.approx(17 / 28)
+    assert set(result.to_json()["categories"]) == set(CATEGORIES)
+
+
+def test_a_kill_after_a_checkpoint_costs_the_steps_redone_and_the_gap() -> None:
+    """Killed at step 50 (its last recorded window), the checkpoint at step 30: 20 steps
+    of 0.1 s are wasted; from the last event (t=8) to the next process (t=20) is recovery."""
+    killed = attempt(0, None, [window(3, 8, 0, 50, train=5)], end="")
+    resumed = attempt(20, 30, [window(24, 31, 30, 100, train=7)], "finished")
+    result = account([RankEvents(1, 0, killed), RankEvents(2, 0, resumed)])
+    assert result is not None
+    c = result.ranks[0].categories
+    assert c["wasted_progress"] == pytest.approx(2.0)
+    assert c["productive"] == pytest.approx(5 - 2 + 7)
+    assert c["recovery"] == pytest.approx(12)
+    assert c["restore"] == 1 and c["startup"] == pytest.approx(2 + 2)
+    assert sum(c.values()) == pytest.approx(result.wall)
+
+
+def test_a_slow_rank_is_named_and_an_empty_run_has_no_account() -> None:
+    fast = attempt(
+        0, None, [window(3, 13, 0, 100, train=5), window(13, 23, 100, 200, train=5)], "finished"
+    )
+    slow = attempt(
+        0, None, [window(3, 13, 0, 100, train=8), window(13, 23, 100, 200, train=8)], "finished"
+    )
+    result = account([RankEvents(1, 0, fast), RankEvents(1, 1, slow)])
+    assert result is not None
+    assert [r.straggler for r in result.ranks] == [pytest.approx(1.0), pytest.approx(1.6)]
+    assert account([]) is None and account([RankEvents(1, 0, [])]) is None
+
+
+def test_an_event_file_a_pod_wrote_is_read_within_bounds(tmp_path: Path) -> None:
+    """Lines of another shape (not JSON, no finite time, a window or step that is not a
+    number) are passed over, so the account never meets them."""
+    path = tmp_path / "rank.jsonl"
+    bad = [
+        b"not json",
+        b'{"t": "x", "event": "exit"}',
+        b"[1]",
+        b'{"t": NaN, "event": "exit"}',
+        b'{"t": 2, "event": "steps", "start": 1, "from": "a", "to": 3, "count": 1}',
+        b'{"t": 2, "event": "first_step", "step": true}',
+    ]
+    path.write_bytes(events.dumps([e(1.0, "process_start")]) + b"\n".join(bad) + b"\n")
+    assert [x["event"] for x in events.read(path, 1, 0).events] == ["process_start"]
+    assert events.parse_key("events/attempt-00002/rank-00003.jsonl") == (2, 3)
+    assert events.parse_key("events/attempt-2/rank-3.jsonl") is None
+
+
+def test_the_event_log_writes_the_whole_file_once_bound(tmp_path: Path) -> None:
+    from operator_client.runtime.goodput import EventLog
+
+    store = open_store((tmp_path / "store").as_uri() + "/")
+    clock = iter(range(100))
+    log = EventLog(3, clock=lambda: float(next(clock)))
+    log.record("process_start")
+    log.bind(store, 2)
+    log.record("exit", reason="finished")
+    assert log.exited
+    log.close()
+    written = events.parse(2, 3, store.get_bytes(events.key(2, 3)).decode().splitlines())
+    assert [(x["t"], x["event"]) for x in written.events] == [(0.0, "process_start"), (1.0, "exit")]
+
+
+def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:
+    """Lightning's action names: a data fetch, a training batch, our checkpoint callback's
+    hook, validation between its module hooks; anything else is not timed."""
+    from operator_client.runtime.goodput import EventLog
+    from operator_client.runtime.step_profiler import StepProfiler
+
+    now = [0.0]
+    log = EventLog(0)
+    profiler = StepProfiler(log, clock=lambda: now[0])
+    step = [0]
+    profiler.step = lambda: step[0]
+
+    def timed(action: str, seconds: float) -> None:
+        profiler.start(action)
+        now[0] += seconds
+        profiler.stop(action)
+
+    for _ in range(3):
+        timed("[_TrainingEpochLoop].train_dataloader_next", 0.5)
+        timed("run_training_batch", 2.0)
+        step[0] += 1
+        timed("[Callback]CheckpointCallback.on_train_batch_end", 0.25)
+        timed("[Callback]ProgressCallback.on_train_batch_end", 0.25)  # part of the step
+    timed("[Callback]OutputsCallback.on_train_epoch_end", 0.5)
+    timed("[LightningModule]Model.on_validation_start", 0.0)
+    now[0] += 1.0
+    timed("[LightningModule]Model.on_validation_end", 0.0)
+    profiler.close_window()
+    first, steps = log.events[0], log.events[1]
+    assert first["event"] == "first_step" and first["step"] == 0
+    assert steps["event"] == "steps" and (steps["from"], steps["to"], steps["count"]) == (0, 3, 3)
+    assert (steps["train_s"], steps["data_s"], steps["stall_s"], steps["eval_s"]) == (
+        6,
+        1.5,
+        0.75,
+        1,
+    )
+    profiler.close_window()  # nothing trained since: no event
+    assert len(log.events) == 2
+
+
+NAMES = ["process_start", "rendezvous_start", "rendezvous_end", "restore_start", "restore_end",
+         "first_step", "steps", "exit", "imports_done"]  # fmt: skip
+NUMBER = st.floats(-1e3, 1e3, allow_nan=False)
+EVENT = st.builds(
+    lambda t, name, n: {
+        "t": t, "event": name, "step": int(n), "start": t - abs(n), "from": int(n),
+        "to": int(n) + 5, "count": 5, "train_s": abs(n) / 2, "data_s": abs(n) / 4,
+    },
+    NUMBER, st.sampled_from(NAMES), NUMBER,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.lists(EVENT, max_size=6))))
+def test_any_history_adds_up(files: list[tuple[int, int, list[dict[str, Any]]]]) -> None:
+    """Whatever the events (out of order, overlapping, a restore without a start), each
+    rank's categories add up to the job's wall time: `other` takes what is not explained."""
+    result = account([RankEvents(a, r, ev) for a, r, ev in files])
+    if result is None:
+        return
+    for r in result.ranks:
+        assert sum(r.categories.values()) == pytest.approx(result.wall, abs=1e-6)
