@@ -29,6 +29,7 @@ from .project import project, refusal
 KUBECTL = [str(STATE / "bin/kubectl"), "--kubeconfig", str(STATE / "kubeconfig")]
 SETTLE_S = 3.0  # the pod count unchanged this long: the controllers are done
 LIMIT_S = 30.0
+FAILED_SETTLE_S = 10.0
 # After a wave is marked Succeeded: its Jobs complete, then JobSet makes the next (slow on
 # a busy machine; only an input whose next wave never comes waits it out).
 WAVE_LIMIT_S = 90.0
@@ -138,17 +139,25 @@ def _settle(
 ) -> list[dict[str, Any]]:
     """The job's pods once the controllers are done beyond `known`: their number has not
     changed for SETTLE_S and each Job has its pods (a busy operator or Job controller may
-    take longer than that between two pods), or a controller has reported a new creation
-    failure; else whatever there is after `limit` (a job that makes no pods at all)."""
+    take longer than that between two pods), or, once a controller has reported a creation
+    failure, neither pods nor failures changed for FAILED_SETTLE_S; else whatever there is
+    after `limit` (a job that makes no pods at all)."""
     pods, before = known, _events(objects)
-    settled, deadline = time.monotonic(), time.monotonic() + limit
+    seen, settled, deadline = before, time.monotonic(), time.monotonic() + limit
     while time.monotonic() < deadline:
-        now = _pods(kind, name)
-        if len(now) != len(pods):
-            pods, settled = now, time.monotonic()
-        elif time.monotonic() - settled >= SETTLE_S and (
-            (len(pods) > len(known) and _jobs_have_their_pods(kind, name, pods))
-            or _events(objects) != before
+        now, failures = _pods(kind, name), _events(objects)
+        if len(now) != len(pods) or failures != seen:
+            pods, seen, settled = now, failures, time.monotonic()
+        elif failures != before:
+            # A controller failed to create something and retries with backoff (the
+            # training-operator each time in Go's random order of replica types): what it
+            # made and reported is settled once nothing changed for FAILED_SETTLE_S.
+            if time.monotonic() - settled >= FAILED_SETTLE_S:
+                break
+        elif (
+            time.monotonic() - settled >= SETTLE_S
+            and len(pods) > len(known)
+            and _jobs_have_their_pods(kind, name, pods)
         ):
             break
         time.sleep(0.5)
