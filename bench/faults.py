@@ -5,7 +5,8 @@ injecting proxy on loopback, each run followed to its end and collected as a use
 For every case and try it prints: held (yes/no), seconds from the fault to training
 resumed, steps lost (at most one checkpoint interval, plus the log granularity), orphan
 processes after the job ended (must be 0), and whether the collected aggregate has every
-(epoch, sample) once and equal rows per epoch. Exits 1 if any try did not hold.
+(epoch, sample) once and equal rows per epoch; then the run's goodput account (where every
+rank-second went, the fault's cost among it). Exits 1 if any try did not hold.
 
 Usage: python bench/faults.py [--cases a,b,...] [--tries N] [--list] [--keep DIR]
 """
@@ -29,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,6 +39,7 @@ from moto_process import moto_bucket  # noqa: E402
 
 from operator_client.backends.local import file_store, pod_processes  # noqa: E402
 from operator_client.collect.collect import collect  # noqa: E402
+from operator_client.collect.report import goodput_table  # noqa: E402
 from operator_client.runstore import checkpoints  # noqa: E402
 from operator_client.runstore.aggregate import AGGREGATE_MANIFEST  # noqa: E402
 from operator_client.runstore.outputs import RankOutputs, commit_epoch  # noqa: E402
@@ -51,7 +54,9 @@ PROGRESS = re.compile(r'\[rank 0\] kctl-train\.progress \{"epoch":\d+,"step":(\d
 RESUMED = re.compile(r"resuming from checkpoints/step-(\d+)")
 
 
-def job_yaml(name: str, storage: str, backoff: int = 6, grace: str = "30s") -> str:
+def job_yaml(
+    name: str, storage: str, backoff: int = 6, grace: str = "30s", callbacks: str = "[]"
+) -> str:
     return f"""\
 apiVersion: kctl-train/v1alpha1
 kind: TrainingJob
@@ -63,6 +68,7 @@ spec:
     modelArgs: {{step_delay: 0.03, val_delay: 0.25}}
     data: operator_client.examples.regression:RegressionData
     trainer: {{max_steps: {STEPS}, log_every_n_steps: {LOG_EVERY}}}
+    callbacks: {callbacks}
   nodes: 2
   checkpoint: {{every: {EVERY} steps, keep: 2}}
   fault: {{backoffLimit: {backoff}, terminationGracePeriod: {grace}}}
@@ -138,12 +144,15 @@ class Run:
     storage: str
     backoff: int = 6
     grace: str = "30s"
+    callbacks: str = "[]"  # spec.train.callbacks, as YAML
     env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.env = {**os.environ, "KCTL_TRAIN_HOME": str(self.work / "home"), "NO_COLOR": "1"}
         self.file = self.work / f"{self.name}.yaml"
-        self.file.write_text(job_yaml(self.name, self.storage, self.backoff, self.grace))
+        self.file.write_text(
+            job_yaml(self.name, self.storage, self.backoff, self.grace, self.callbacks)
+        )
         self.jobdir = self.work / "home" / "local" / "default" / self.name
         logs = self.jobdir / "logs"
         self.logs = LogWatch([logs / f"{self.name}-{r}.log" for r in ("master-0", "worker-0")])
@@ -221,6 +230,16 @@ class Outcome:
     orphans: int = 0
     rows: bool = True
     note: str = ""
+    goodput: dict[str, Any] | None = None  # the collected summary's account
+
+
+def goodput_of(run: Run) -> dict[str, Any] | None:
+    """The goodput account of a collected run (summary.json), if any."""
+    try:
+        found = json.loads((run.results / "summary.json").read_text()).get("goodput")
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def worker_processes(run: Run, replica: str) -> list[int]:
@@ -374,7 +393,34 @@ def training_case(fault: Fault, work: Path, endpoint: str, name: str) -> Outcome
     rows = rows_once(run.results / "outputs/val/all.csv")
     held = code == 0 and orphans == 0 and rows and lost <= EVERY + LOG_EVERY and seen is not None
     how = f"resumed from step {resumed[1].group(1)}" if resumed else "no restart"
-    return Outcome(held, (seen - at) if seen else None, lost, orphans, rows, f"exit {code}, {how}")
+    return Outcome(
+        held, (seen - at) if seen else None, lost, orphans, rows, f"exit {code}, {how}",
+        goodput_of(run),
+    )  # fmt: skip
+
+
+def crash_at_step(work: Path, endpoint: str, name: str) -> Outcome:
+    """A crash with a known history: every rank fails at step K (examples/faults.py);
+    the job restarts from the newest committed checkpoint C. Held when it finishes and
+    the goodput account finds the first attempt reached K and K - C steps redone."""
+    k = 2 * EVERY + 7
+    storage = f"{{uri: 's3://{BUCKET}/runs', endpoint: '{endpoint}'}}"
+    callbacks = f"[{{class: 'operator_client.examples.faults:CrashAtStep', args: {{step: {k}}}}}]"
+    run = Run(name, work, storage, callbacks=callbacks)
+    run.start()
+    code = run.finish()
+    resumed = next((m for _, line in run.logs.lines if (m := RESUMED.search(line))), None)
+    goodput = goodput_of(run)
+    attempts = (goodput or {}).get("attempts") or []
+    committed = int(resumed.group(1)) if resumed else None
+    found = (attempts[0].get("reached"), attempts[0].get("wasted_steps")) if attempts else None
+    known = committed is not None and found == (k, k - committed)
+    rows = rows_once(run.results / "outputs/val/all.csv")
+    orphans = run.orphans()
+    held = code == 0 and known and rows and orphans == 0
+    note = f"crash at {k}, resumed from {committed}; the account: reached, redone = {found}"
+    lost = k - committed if committed is not None else None
+    return Outcome(held, None, lost, orphans, rows, note, goodput)
 
 
 def store_full(work: Path, endpoint: str, name: str) -> Outcome:
@@ -427,7 +473,7 @@ def stopped_with_grace(grace: str) -> Callable[[Path, str, str], Outcome]:
         step = run.logs.last_step(at)
         deleted = run.kctl("delete", name)
         run.finish()
-        emergency = run.logs.wait(re.compile(r"emergency checkpoint committed"), at, 1)
+        emergency = run.logs.wait(re.compile(r"emergency checkpoint \S+ committed"), at, 1)
         again = Run(name, work, storage, grace=grace)
         again.start()
         resumed = again.logs.wait(RESUMED, 0, 240)
@@ -444,7 +490,8 @@ def stopped_with_grace(grace: str) -> Callable[[Path, str, str], Outcome]:
         how = "emergency checkpoint committed" if emergency else "no emergency checkpoint"
         # Seconds from the delete to training again, the re-apply (at once) included.
         resume_s = progress_at - at if progress_at else None
-        return Outcome(held, resume_s, lost, orphans, rows, f"{how}; re-apply exit {code}")
+        note = f"{how}; re-apply exit {code}"
+        return Outcome(held, resume_s, lost, orphans, rows, note, goodput_of(again))
 
     return case
 
@@ -484,6 +531,7 @@ CASES: dict[str, Callable[[Path, str, str], Outcome]] = {
         name: (lambda f: lambda work, ep, n: training_case(f, work, ep, n))(fault)
         for name, fault in TRAINING.items()
     },
+    "crash-at-step": crash_at_step,
     "store-full": store_full,
     "delete-grace-5s": stopped_with_grace("5s"),
     "delete-grace-1s": stopped_with_grace("1s"),
@@ -532,6 +580,8 @@ def main() -> int:
                 print(f"{case:26} {i + 1:>3} {'yes' if out.held else 'NO':>4} {resume:>8} "
                       f"{lost:>4} {out.orphans:>7} {'yes' if out.rows else 'NO':>9}  {out.note}",
                       flush=True)  # fmt: skip
+                if out.goodput is not None:
+                    print("\n".join(goodput_table(out.goodput)), flush=True)
     print(f"{failures} of {len(cases) * args.tries} tries did not hold")
     return 1 if failures else 0
 

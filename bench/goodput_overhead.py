@@ -55,7 +55,7 @@ class Counting:
     """Wraps a StepProfiler to count and keep the actions Lightning profiles."""
 
     def __init__(self) -> None:
-        from operator_client.runtime.goodput import EventLog
+        from operator_client.runtime.event_log import EventLog
         from operator_client.runtime.step_profiler import StepProfiler
 
         class Counted(StepProfiler):  # type: ignore[misc]
@@ -83,7 +83,7 @@ def marginal(actions: list[str]) -> float:
     (PassThroughProfiler: Lightning calls it just the same), seconds; the best of 5."""
     from lightning.pytorch.profilers import PassThroughProfiler
 
-    from operator_client.runtime.goodput import EventLog
+    from operator_client.runtime.event_log import EventLog
     from operator_client.runtime.step_profiler import StepProfiler
 
     ours = min(per_call(StepProfiler(EventLog(0)), actions) for _ in range(5))
@@ -98,7 +98,7 @@ def main(steps: int, rounds: int) -> None:
     cost = marginal(counting.actions * 20)
     with_it, without = [], []
     for _ in range(rounds):
-        from operator_client.runtime.goodput import EventLog
+        from operator_client.runtime.event_log import EventLog
         from operator_client.runtime.step_profiler import StepProfiler
 
         with_it.append(fit(steps, StepProfiler(EventLog(0))))

@@ -13,11 +13,12 @@ import csv
 import errno
 import io
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeGuard
 
 # A document (a manifest, a status, run.json) larger than this is not one kctl-train wrote.
 MAX_DOCUMENT = 16 << 20
@@ -34,6 +35,12 @@ class UntrustedFileError(OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+def is_finite_number(value: Any) -> TypeGuard[int | float]:
+    """Whether a value read from JSON a pod wrote is a finite number (not a bool, not a
+    string, not NaN or an infinity)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _kind(mode: int) -> str:

@@ -1,5 +1,5 @@
-"""The goodput account (collect/goodput.py) on event histories whose answer is known, and
-the runtime's recording of them (runtime/goodput.py, step_profiler.py)."""
+"""The goodput account (runstore/goodput.py) on event histories whose answer is known, and
+the runtime's recording of them (runtime/event_log.py, step_profiler.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operator_client.collect.goodput import CATEGORIES, account
 from operator_client.runstore import events
 from operator_client.runstore.events import RankEvents
+from operator_client.runstore.goodput import CATEGORIES, PodTimes, account, pod_of
 from operator_client.storage import open_store
 
 
@@ -83,6 +83,17 @@ def test_a_kill_after_a_checkpoint_costs_the_steps_redone_and_the_gap() -> None:
     assert c["recovery"] == pytest.approx(12)
     assert c["restore"] == 1 and c["startup"] == pytest.approx(2 + 2)
     assert sum(c.values()) == pytest.approx(result.wall)
+    # Per attempt: where each began and got to, the steps redone, and its own time (the
+    # 12 s between them are the job's recovery, in neither).
+    first, second = result.attempts
+    assert (first.resumed_from, first.reached, first.wasted_steps) == (0, 50, 20)
+    assert (second.resumed_from, second.reached, second.wasted_steps) == (30, 100, 0)
+    assert (first.start, first.end, second.start, second.end) == (0, 8, 20, 32)
+    assert first.categories["wasted_progress"] == pytest.approx(2.0)
+    assert sum(first.categories.values()) == pytest.approx(8)
+    assert sum(second.categories.values()) == pytest.approx(12)
+    attempts = result.to_json()["attempts"]
+    assert [(a["attempt"], a["start_s"], a["end_s"]) for a in attempts] == [(1, 0, 8), (2, 20, 32)]
 
 
 def test_a_slow_rank_is_named_and_an_empty_run_has_no_account() -> None:
@@ -117,7 +128,7 @@ def test_an_event_file_a_pod_wrote_is_read_within_bounds(tmp_path: Path) -> None
 
 
 def test_the_event_log_writes_the_whole_file_once_bound(tmp_path: Path) -> None:
-    from operator_client.runtime.goodput import EventLog
+    from operator_client.runtime.event_log import EventLog
 
     store = open_store((tmp_path / "store").as_uri() + "/")
     clock = iter(range(100))
@@ -134,7 +145,7 @@ def test_the_event_log_writes_the_whole_file_once_bound(tmp_path: Path) -> None:
 def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:
     """Lightning's action names: a data fetch, a training batch, our checkpoint callback's
     hook, validation between its module hooks; anything else is not timed."""
-    from operator_client.runtime.goodput import EventLog
+    from operator_client.runtime.event_log import EventLog
     from operator_client.runtime.step_profiler import StepProfiler
 
     now = [0.0]
@@ -194,3 +205,58 @@ def test_any_history_adds_up(files: list[tuple[int, int, list[dict[str, Any]]]])
         return
     for r in result.ranks:
         assert sum(r.categories.values()) == pytest.approx(result.wall, abs=1e-6)
+
+
+def test_the_pods_split_the_time_before_each_ranks_process() -> None:
+    """Rank 0's pod was made at 0, bound to a node at 2, waited 1.5 s for its image, its
+    process started at 5: 2 s queued, 1.5 s pulling, 1.5 s starting its container. Rank
+    1's pod (a TrainJob's: its name is the hostname plus JobSet's suffix) was made at 1
+    and never said when it was bound. A pod made after the process it is said to hold is
+    another attempt's: not used."""
+    r0 = attempt(5, None, [window(8, 18, 0, 100, train=10)], "finished")
+    r1 = attempt(6, None, [window(9, 18, 0, 100, train=9)], "finished")
+    r0[0]["host"], r1[0]["host"] = "job-node-0-0", "job-node-0-1"
+    pods = [
+        PodTimes("job-node-0-0-abcde", created=0, scheduled=2, started=4, image_pull_s=1.5),
+        PodTimes("job-node-0-1-fghij", created=1, image_pull_s=9),
+    ]
+    result = account([RankEvents(1, 0, r0), RankEvents(1, 1, r1)], pods)
+    assert result is not None and result.start == 0 and result.wall == 19
+    zero, one = (r.categories for r in result.ranks)
+    assert [zero[c] for c in ("pending", "queued", "image_pull", "container_start")] == [
+        0, 2, 1.5, 1.5,
+    ]  # fmt: skip
+    # A pull longer than the time before the process (an event of the pod's restart):
+    # capped.
+    assert [one[c] for c in ("pending", "queued", "image_pull", "container_start")] == [
+        1, 0, 5, 0,
+    ]  # fmt: skip
+    for r in result.ranks:
+        assert sum(r.categories.values()) == pytest.approx(result.wall)
+    late = [PodTimes("job-node-0-0-abcde", created=5.5), PodTimes("job-node-0-1-fghij")]
+    again = account([RankEvents(1, 0, r0), RankEvents(1, 1, r1)], late)
+    assert again is not None and again.start == 5
+    assert [r.categories["queued"] + r.categories["container_start"] for r in again.ranks] == [
+        0,
+        0,
+    ]
+    assert pod_of("job-master-0", [PodTimes("job-master-0")]) == PodTimes("job-master-0")
+    assert pod_of("job-master-1", [PodTimes("job-master-10")]) is None
+
+
+def test_an_attempt_that_died_starting_up_counts_as_start_up() -> None:
+    """The first attempt failed 3 s after its rendezvous (a bad checkpoint, an import
+    error in the model): start-up, not `other`; then the gap to the next attempt."""
+    died = [
+        e(0, "process_start"),
+        e(1, "rendezvous_start"),
+        e(2, "rendezvous_end"),
+        e(5, "exit", reason="failed"),
+    ]
+    again = attempt(9, None, [window(12, 20, 0, 50, train=7)], "finished")
+    result = account([RankEvents(1, 0, died), RankEvents(2, 0, again)])
+    assert result is not None
+    c = result.ranks[0].categories
+    assert c["other"] == pytest.approx(0) and c["recovery"] == 4
+    assert c["startup"] == pytest.approx(4 + 2) and c["rendezvous"] == 2
+    assert result.attempts[0].reached is None and result.attempts[0].resumed_from is None

@@ -567,3 +567,64 @@ def test_a_dry_run_with_o_name_prints_only_the_name(
 ) -> None:
     code, out, _ = run(capsys, "apply", str(write(tmp_path)), f"--dry-run={flag}", "-o", "name")
     assert (code, out) == (0, "pytorchjob.kubeflow.org/train\n")
+
+
+def test_a_pods_times_are_read_from_its_status() -> None:
+    """When a pod was made, bound and its trainer container first started (not after a
+    restart: the kubelet then keeps only the newest start)."""
+    from operator_client.backends.kubernetes.backend import _replica
+    from operator_client.kubeflow.kinds import PYTORCHJOB
+
+    pod: dict[str, Any] = {
+        "metadata": {"name": "job-master-0", "creationTimestamp": "2026-12-06T10:00:00Z"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2026-12-06T10:00:09Z"},
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": "2026-12-06T10:00:03Z",
+                },
+            ],
+            "containerStatuses": [
+                {"name": "sidecar", "restartCount": 0, "state": {"running": {"startedAt": "x"}}},
+                {
+                    "name": "pytorch",
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-12-06T10:00:07Z"}},
+                },
+            ],
+        },
+    }
+    replica = _replica(PYTORCHJOB, "job", pod)
+    made = replica.created
+    assert made is not None and (replica.scheduled, replica.started) == (made + 3, made + 7)
+    pod["status"]["containerStatuses"][1]["restartCount"] = 1
+    assert _replica(PYTORCHJOB, "job", pod).started is None
+    del pod["status"]["conditions"][1]
+    assert _replica(PYTORCHJOB, "job", pod).scheduled is None
+
+
+def test_image_pulls_are_read_from_the_kubelets_pulled_events() -> None:
+    """The kubelet's words (pkg/kubelet/images/image_manager.go): what the pod waited,
+    a serialized pull included; an image already present costs nothing; events of an
+    earlier pod of the same name (another uid), or of other kinds, are not this pod's."""
+    from operator_client.backends.kubernetes.backend import go_duration, image_pull_seconds
+
+    def pulled(uid: str, message: str, kind: str = "Pod") -> dict[str, Any]:
+        involved = {"kind": kind, "name": "job-master-0", "uid": uid}
+        return {"reason": "Pulled", "involvedObject": involved, "message": message}
+
+    pods = [{"metadata": {"name": "job-master-0", "uid": "u1"}}]
+    events = [
+        pulled("u1", 'Successfully pulled image "a" in 3.2s (1m4.5s including waiting). '
+               "Image size: 3 bytes."),
+        pulled("u1", 'Container image "b" already present on machine'),
+        pulled("u0", 'Successfully pulled image "a" in 1s (1s including waiting).'),
+        pulled("u1", 'Successfully pulled image "a" in 1s (1s including waiting).', "Node"),
+    ]  # fmt: skip
+    assert image_pull_seconds(events, pods) == {"job-master-0": 64.5}
+    assert [go_duration(t) for t in ("1h2m3.5s", "512ms", "1.5µs", "3x", "")] == [
+        3723.5, 0.512, 1.5e-06, None, None,
+    ]  # fmt: skip

@@ -7,7 +7,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -49,7 +51,16 @@ def job_file(directory: Path, name: str, body: str) -> Path:
     return path
 
 
-def lightning_job(directory: Path, name: str, extra: str = "", steps: int = 160) -> Path:
+def lightning_job(
+    directory: Path,
+    name: str,
+    extra: str = "",
+    steps: int = 160,
+    *,
+    train: str = "",
+    checkpoint: str = "{every: 20 steps, keep: 2}",
+) -> Path:
+    """The example model on 2 nodes; `train` adds lines under spec.train."""
     return job_file(
         directory,
         name,
@@ -59,8 +70,8 @@ def lightning_job(directory: Path, name: str, extra: str = "", steps: int = 160)
     modelArgs: {{step_delay: 0.03}}
     data: operator_client.examples.regression:RegressionData
     trainer: {{max_steps: {steps}, log_every_n_steps: 10}}
-  nodes: 2
-  checkpoint: {{every: 20 steps, keep: 2}}
+{train}  nodes: 2
+  checkpoint: {checkpoint}
 {extra}""",
     )
 
@@ -81,7 +92,7 @@ def assert_each_sample_once_per_epoch(all_csv: Path) -> None:
 
 
 def assert_every_second_accounted(goodput: dict[str, Any], ranks: int) -> None:
-    """The goodput account (collect/goodput.py) covers wall time x ranks, within 1 %."""
+    """The goodput account (runstore/goodput.py) covers wall time x ranks, within 1 %."""
     assert len(goodput["ranks"]) == ranks
     assert goodput["total_s"] == pytest.approx(goodput["wall_s"] * ranks, rel=1e-3)
     assert sum(goodput["categories"].values()) == pytest.approx(goodput["total_s"], rel=0.01)
@@ -102,6 +113,18 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert summary["outputs"]["val"]["rebuilt"] is False
     assert_every_second_accounted(summary["goodput"], ranks=2)
     assert summary["goodput"]["categories"]["other"] < 0.02 * summary["goodput"]["total_s"]
+    # The time before each rank's process: its replica made, then started (no scheduler
+    # here: nothing queued).
+    assert summary["goodput"]["categories"]["container_start"] > 0
+    assert summary["goodput"]["categories"]["queued"] == 0
+    # The same account from the store, without collecting, for machines and in status.
+    live = kctl("goodput", "quickstart", "--local", "-o", "json", env=env, cwd=tmp_path)
+    assert live.returncode == 0, live.stderr
+    assert json.loads(live.stdout)["goodput"] == pytest.approx(summary["goodput"]["goodput"])
+    table = kctl("goodput", "quickstart", "--local", env=env, cwd=tmp_path).stdout
+    assert "productive" in table and "container start" in table
+    shown = kctl("status", "quickstart", "--local", env=env, cwd=tmp_path).stdout
+    assert "so far" in shown and "kctl-train goodput quickstart --local" in shown
     # Sharded: DCP's metadata and one share per rank (a world of 2), all verified.
     shards = sorted(p.name for p in (results / "checkpoints/step-000000000300").iterdir())
     assert shards == [".metadata", "MANIFEST.json", "__0_0.distcp", "__1_0.distcp"], shards
@@ -228,6 +251,92 @@ def test_a_killed_replica_restarts_and_the_job_resumes(
     with (tmp_path / "results/killed/metrics/metrics.csv").open() as fh:
         steps = [int(r["step"]) for r in csv.DictReader(fh)]
     assert min(steps) < 20 and max(steps) >= 150
+
+
+def tensorboard_scalars(directory: Path) -> dict[str, float]:
+    """The last value of each scalar tag in the TensorBoard event files under directory
+    (TFRecords: length, its CRC, an Event, its CRC)."""
+    from tensorboardX.proto import event_pb2
+
+    found: dict[str, float] = {}
+    for path in sorted(directory.rglob("events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at + 12 <= len(data):
+            (size,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + size])
+            at += 12 + size + 4
+            found.update((v.tag, v.simple_value) for v in event.summary.value)
+    return found
+
+
+def test_a_crash_at_a_known_step_then_early_stopping_with_tensorboard(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The user's loggers and callbacks beside the runtime's: every rank crashes at step
+    25 (examples/faults.py), the job restarts from the newest committed checkpoint C, and
+    the account finds 25 - C steps wasted; EarlyStopping then ends the run at its first
+    validation, finished, with a final checkpoint; TensorBoard has both attempts, the
+    goodput logged at the end."""
+    plugins = """\
+    loggers:
+      - class: lightning.pytorch.loggers:TensorBoardLogger
+    callbacks:
+      - {class: operator_client.examples.faults:CrashAtStep, args: {step: 25}}
+      - class: lightning.pytorch.callbacks:EarlyStopping
+        args: {monitor: val_loss, stopping_threshold: 1000000000}
+"""
+    path = lightning_job(
+        tmp_path, "plugins", train=plugins, checkpoint="{every: 10 steps, keep: 3}"
+    )
+    out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    logs = kctl("logs", "plugins", "--local", env=env, cwd=tmp_path).stdout
+    assert "CrashAtStep: a crash at step 25, as asked" in logs
+    resumed = re.search(r"resuming from checkpoints/step-(\d+)", logs)
+    assert resumed, logs
+    committed = int(resumed.group(1))
+    summary = json.loads((tmp_path / "results/plugins/summary.json").read_text())
+    goodput = summary["goodput"]
+    assert_every_second_accounted(goodput, ranks=2)
+    first, second = goodput["attempts"]
+    assert (first["resumed_from"], first["reached"]) == (0, 25)
+    assert second["resumed_from"] == committed and first["wasted_steps"] == 25 - committed
+    assert goodput["categories"]["recovery"] > 0
+    assert (goodput["categories"]["wasted_progress"] > 0) == (committed < 25)
+    # EarlyStopping stopped it at its first validation (the end of epoch 0: 2048 samples,
+    # batches of 32, 2 ranks), finished, its last step checkpointed.
+    assert summary["complete"] and summary["success"]["step"] == 32
+    assert [c["step"] for c in summary["checkpoints"]] == [32]
+    runs = sorted(p.name for p in (tmp_path / "results/plugins/tensorboard").iterdir())
+    assert runs == ["attempt-00001", "attempt-00002"], runs
+    scalars = tensorboard_scalars(tmp_path / "results/plugins/tensorboard/attempt-00002")
+    assert {"train_loss", "val_loss", "goodput/goodput", "goodput/productive_s"} <= set(scalars)
+    assert 0 < scalars["goodput/goodput"] < 1
+    assert summary["tensorboard"] == "tensorboard"
+
+
+def test_the_best_checkpoint_by_a_monitor_is_kept_and_collected(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """checkpoint.monitor: each save records the metrics Lightning holds; retention keeps
+    the newest (keep: 1) and the best by val_loss, here the largest (mode: max, so that
+    the best is not simply the newest); `collect --checkpoint best` takes it."""
+    path = lightning_job(
+        tmp_path, "best", checkpoint="{every: 20 steps, keep: 1, monitor: val_loss, mode: max}"
+    )
+    out = kctl("apply", str(path), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = kctl("collect", "best", "--local", "--checkpoint", "best", env=env, cwd=tmp_path)
+    assert got.returncode == 0, got.stdout + got.stderr
+    summary = json.loads((tmp_path / "results/best/summary.json").read_text())
+    best = summary["best"]
+    assert best["metric"] == "val_loss" and best["step"] < 160
+    assert summary["committedCheckpoints"] == [160, best["step"]]
+    (collected,) = summary["checkpoints"]
+    assert collected["step"] == best["step"] and collected["scores"]["val_loss"] == best["value"]
+    assert re.search(rf"best checkpoint +step {best['step']} \(val_loss", got.stdout)
+    wrong = kctl("collect", "best", "--local", "--checkpoint", "7", env=env, cwd=tmp_path)
+    assert wrong.returncode != 0 and "no committed checkpoint at that step" in wrong.stderr
 
 
 def test_the_quickstart_as_a_trainjob_resumes_after_a_kill_and_collects_every_row_once(

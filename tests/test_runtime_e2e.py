@@ -170,26 +170,32 @@ def test_a_trainjob_node_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Pa
     assert_each_sample_once_per_epoch(store)
 
 
-def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Path) -> None:
+def sigterm_once(
+    tmp_path: Path, name: str, *, seen: str, every: int, extra: str
+) -> tuple[list[R.Replica], ObjectStore]:
+    """A 1-node job of endless steps, SIGTERMed (what the kubelet sends PID 1) once its
+    log shows `seen`; its replicas, ended non-zero, and its store."""
     uri = (tmp_path / "store").as_uri()
     manifest = job(
-        "preempt",
-        f"{{uri: '{uri}'}}",
-        nodes="1",
-        steps=100000,
-        every=100000,
-        delay=0.01,
-        extra="  processesPerNode: 3\n",
+        name, f"{{uri: '{uri}'}}", nodes="1", steps=100000, every=every, delay=0.01, extra=extra
     )
     store = store_of(manifest, uri)
     reps = R.start(manifest, tmp_path)
     deadline = time.monotonic() + 120
-    while '"step":30,' not in reps[0].text():
+    while seen not in reps[0].text():
         assert time.monotonic() < deadline and reps[0].process.poll() is None, logs(reps)
         time.sleep(0.2)
-    os.kill(reps[0].process.pid, signal.SIGTERM)  # what the kubelet sends PID 1
+    os.kill(reps[0].process.pid, signal.SIGTERM)
     (code,) = R.wait(reps)
     assert code != 0, logs(reps)
+    return reps, store
+
+
+def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Path) -> None:
+    reps, store = sigterm_once(
+        tmp_path, "preempt", seen='"step":30,', every=100000, extra="  processesPerNode: 3\n"
+    )
+    uri = (tmp_path / "store").as_uri()
     committed = checkpoints.committed(store)
     assert committed and committed[0].step >= 30, logs(reps)
     assert committed[0].world_size == 3
@@ -199,8 +205,15 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
         ".metadata",
         *(f"__{r}_0.distcp" for r in range(3)),
     }
+    # Each phase with its time: the stop, the snapshot, the commit.
     assert re.search(
-        r"emergency checkpoint checkpoints/step-\d+ committed [\d.]+s after", reps[0].text()
+        r"SIGTERM: training stopped at step \d+, [\d.]+s after the signal", reps[0].text()
+    )
+    assert re.search(r"SIGTERM: snapshot of step \d+ taken in [\d.]+s", reps[0].text())
+    assert re.search(
+        r"emergency checkpoint checkpoints/step-\d+ committed [\d.]+s after the stop "
+        r"\([\d.]+s after the signal\)",
+        reps[0].text(),
     )
     (saved,) = [r for r in checkpoint_log.read(store) if r["emergency"] == "1"]
     assert int(saved["step"]) == committed[0].step
@@ -210,7 +223,7 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     spec = load_job_text(job_yaml("preempt", f"  command: [x]\n  storage: {{uri: '{uri}'}}\n"
                                   "  fault: {terminationGracePeriod: 30s}\n")).job  # fmt: skip
     warning = grace_warning(spec, "job.yaml")
-    assert warning is not None and "30s is shorter than this run's emergency checkpoint" in (
+    assert warning is not None and "30s is shorter than an emergency save needs" in (
         warning.message
     )
     patient = spec.spec.fault.model_copy(
@@ -218,6 +231,28 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     )
     patient_job = spec.model_copy(update={"spec": spec.spec.model_copy(update={"fault": patient})})
     assert grace_warning(patient_job, "job.yaml") is None
+
+
+def test_sigterm_starts_no_save_that_the_grace_period_cannot_hold(tmp_path: Path) -> None:
+    """A 1 s grace period, and saves measured on this job: an emergency save (a save in
+    flight, then this one, then the exit: at least the 3 s margin) cannot commit before
+    SIGKILL, so none is started, saying so; the newest committed checkpoint stands whole."""
+    reps, store = sigterm_once(
+        tmp_path,
+        "short-grace",
+        seen="checkpoint step 30 committed",
+        every=10,
+        extra="  processesPerNode: 2\n  fault: {terminationGracePeriod: 1s}\n",
+    )
+    text = reps[0].text()
+    assert "an emergency save needs about" in text and "not started" in text, logs(reps)
+    assert "emergency checkpoint" not in text
+    rows = checkpoint_log.read(store)
+    assert rows and not any(r["emergency"] == "1" for r in rows)
+    committed = checkpoints.committed(store)
+    assert committed and committed[0].step == max(int(r["step"]) for r in rows)
+    budget = json.loads(store.get_bytes(checkpoint_log.BUDGET_KEY))
+    assert budget["saves"] == len(rows) and budget["emergency_save_s"] > 3
 
 
 def test_corrupt_newest_checkpoint_resumes_from_the_previous(tmp_path: Path) -> None:

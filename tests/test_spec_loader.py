@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from operator_client.spec import NodeRange, SpecError, load_job, load_job_text
+from operator_client.spec.document import spec_document
 
 HEAD = """\
 apiVersion: kctl-train/v1alpha1
@@ -205,7 +206,47 @@ def test_train_errors() -> None:
         ("spec.train.trainer.logger", "is"),
         ("spec.train.trainer.profiler", "is"),
     ]
-    assert all("remove" in f[3] for f in found)
+    said = {f[2].rsplit(".", 1)[1]: f[3] for f in found}
+    assert "list yours in spec.train.loggers" in said["logger"]
+    assert "list yours in spec.train.callbacks" in said["callbacks"]
+    assert all("remove" in said[k] for k in ("enable_checkpointing", "profiler"))
+
+
+def test_loggers_and_callbacks() -> None:
+    plugins = """\
+  train:
+    model: a.b:C
+    loggers:
+      - {class: lightning.pytorch.loggers:TensorBoardLogger, args: {name: tb}}
+    callbacks:
+      - {class: lightning.pytorch.callbacks:EarlyStopping, args: {monitor: val_loss}}
+      - class: lightning.pytorch.callbacks:ModelCheckpoint
+      - {class: not-a-path}
+      - {class: a:B, arg: {}}
+"""
+    found = errors_of(HEAD + plugins)
+    assert [f[2] for f in found] == [
+        "spec.train.callbacks[2].class",
+        "spec.train.callbacks[3].arg",
+    ], found
+    clean = plugins.split("      - class: lightning.pytorch.callbacks:ModelCheckpoint")[0]
+    job = load_job_text(HEAD + clean).job
+    assert job.spec.train is not None and job.spec.train.loggers is not None
+    assert job.spec.train.loggers[0].class_ == "lightning.pytorch.loggers:TensorBoardLogger"
+    document = spec_document(job)["spec"]["train"]
+    assert document["loggers"] == [
+        {"class": "lightning.pytorch.loggers:TensorBoardLogger", "args": {"name": "tb"}}
+    ]
+    found = errors_of(
+        HEAD
+        + plugins.replace("      - {class: not-a-path}\n", "").replace(
+            "      - {class: a:B, arg: {}}\n", ""
+        )
+    )
+    assert [(f[2], f[3].split(" would ")[0]) for f in found] == [
+        ("spec.train.callbacks[1].class", "lightning.pytorch.callbacks:ModelCheckpoint")
+    ]
+    assert "spec.checkpoint" in found[0][3]
 
 
 def test_nothing_to_run() -> None:

@@ -83,6 +83,11 @@ class Replica:
     exit_code: int | None = None  # of its last run, when it ended
     problems: tuple[str, ...] = ()  # why it is stuck or failed, one line each
     node: str = "-"  # where it runs: a node's name, or this machine and the pid
+    # Epoch seconds, where known: the pod made, bound to a node, its container's first
+    # start (the goodput account splits a rank's time before its process by them).
+    created: float | None = None
+    scheduled: float | None = None
+    started: float | None = None
 
 
 @dataclass(frozen=True)
@@ -405,6 +410,12 @@ class Backend(abc.ABC):
             region=where.region,
             concurrency=concurrency,
         )
+
+    def image_pulls(self, view: JobView) -> dict[str, float]:
+        """11. Seconds each of the job's pods waited for its images, by pod name, where
+        the backend knows (the goodput account's image pull); none pulled here by
+        default (the local backend's image is on this machine before a pod starts)."""
+        return {}
 
 
 def replica_count(manifest: Mapping[str, Any], workload: Workload | None = None) -> int:

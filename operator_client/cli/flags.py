@@ -129,3 +129,10 @@ def force_namespace(cmd: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let -n replace the namespace the job file names",
     )
+
+
+def checkpoint_choice(text: str) -> str:
+    """collect's --checkpoint: last, best or a step."""
+    if text in ("last", "best") or text.isdigit():
+        return str(int(text)) if text.isdigit() else text
+    raise argparse.ArgumentTypeError(f"{text!r}: use last, best or a step number")

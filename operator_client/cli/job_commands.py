@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..kubeflow.kinds import kind_of
 from . import console, flags, output
-from .progress import StatusLine, TransferDisplay
+from .progress import GoodputPoller, StatusLine, TransferDisplay
 
 if TYPE_CHECKING:
     from ..client import Client, Collected, Event, Finding, JobHandle, JobView
@@ -197,8 +197,9 @@ class _Display:
     """The live view of a followed job: new conditions and replica problems as lines,
     one redrawn status line (state, replicas, progress, time)."""
 
-    def __init__(self, name: str, status_line: bool) -> None:
-        self.name = name
+    def __init__(self, handle: JobHandle, status_line: bool) -> None:
+        self.name = handle.name
+        self.goodput = GoodputPoller(handle)
         self.line = StatusLine() if status_line else None
         self.progress: Progress | None = None
         self.started = time.monotonic()
@@ -228,7 +229,9 @@ class _Display:
         )
         progress = self.progress.text() if self.progress else "starting"
         elapsed = time.monotonic() - self.started
-        return f"{view.state} · {pods or 'no pods yet'} · {progress} · {elapsed:.0f}s"
+        goodput = self.goodput.poll() if self.progress else ""
+        parts = [view.state, pods or "no pods yet", progress, goodput, f"{elapsed:.0f}s"]
+        return " · ".join(p for p in parts if p)
 
     def stop(self) -> None:
         if self.line is not None:
@@ -239,7 +242,7 @@ def follow(handle: JobHandle, *, logs: bool, timeout: float | None) -> JobView |
     """Follow the job to its end, showing it as it goes (logs: every replica's lines);
     its final view, or None when `timeout` passed first. Ctrl-C stops a job the backend
     can stop (an emergency checkpoint first; Ctrl-C again kills it)."""
-    display = _Display(handle.name, status_line=not logs)
+    display = _Display(handle, status_line=not logs)
     printer = None
     if logs:
         printer = threading.Thread(target=_print_logs, args=(handle,), daemon=True)
@@ -297,6 +300,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
                 to=args.to,
                 endpoint=args.endpoint,
                 all_checkpoints=args.all_checkpoints,
+                checkpoint=args.checkpoint,
                 consolidate=args.consolidate,
                 concurrency=args.concurrency,
                 progress=display,
@@ -308,6 +312,7 @@ def collect_cmd(args: argparse.Namespace) -> int:
         lambda display: handle.collect(
             args.to,
             all_checkpoints=args.all_checkpoints,
+            checkpoint=args.checkpoint,
             consolidate=args.consolidate,
             concurrency=args.concurrency,
             endpoint=args.endpoint,
@@ -477,7 +482,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="URL",
         help="S3 endpoint: with --from, or instead of the job's (an in-cluster one)",
     )
-    cmd.add_argument("--all-checkpoints", action="store_true")
+    which = cmd.add_mutually_exclusive_group()
+    which.add_argument("--all-checkpoints", action="store_true")
+    which.add_argument(
+        "--checkpoint",
+        default="last",
+        type=flags.checkpoint_choice,
+        metavar="last|best|STEP",
+        help="which committed checkpoint: the newest (default), the best by the run's "
+        "checkpoint.monitor, or the one of a step",
+    )
     cmd.add_argument(
         "--consolidate",
         action="store_true",

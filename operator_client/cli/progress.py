@@ -8,11 +8,16 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .console import colour
 
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
+GOODPUT_EVERY = 20.0  # seconds between reads of a followed job's goodput events
+
+if TYPE_CHECKING:
+    from ..client import JobHandle
+    from ..runstore.checkpoint_log import SaveBudget
 
 
 def _mib(n: float) -> str:
@@ -133,3 +138,83 @@ class TransferDisplay:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _goodput_text(handle: JobHandle) -> str:
+    """`goodput 41% so far (productive 1m 3s of 2m 34s rank time)`, or "" where there is
+    nothing to say (no store, no events yet, a store this machine cannot read)."""
+    from ..errors import KctlTrainError
+
+    try:
+        found = handle.goodput()
+    except KctlTrainError:
+        return ""
+    if found is None or found.total <= 0:
+        return ""
+    return (
+        f"goodput {found.goodput:.0%} so far ({found.categories['productive']:.0f}s "
+        f"productive of {found.total:.0f} rank-seconds)"
+    )
+
+
+def _budget(handle: JobHandle) -> SaveBudget | None:
+    """What an emergency save needs on the job, or None (nothing measured, no store, a
+    store this machine cannot read)."""
+    from ..errors import KctlTrainError
+
+    try:
+        return handle.save_budget()
+    except KctlTrainError:
+        return None
+
+
+def _budget_text(handle: JobHandle) -> str:
+    """`an emergency save needs 8.5s on this job (...)`, or ""."""
+    found = _budget(handle)
+    if found is None:
+        return ""
+    return (
+        f"an emergency save needs {found.emergency_save_s:.1f}s on this job (measured over "
+        f"{found.saves} saves; the pods' grace period must hold it)"
+    )
+
+
+def store_lines(handle: JobHandle, timeout: float) -> list[str]:
+    """What the run's store says so far, in words (the goodput, what an emergency save
+    needs), if it answers within `timeout` seconds (a store that retries for a minute
+    must not hold `status` up)."""
+    said: list[str] = []
+    reader = threading.Thread(
+        target=lambda: said.extend((_goodput_text(handle), _budget_text(handle))), daemon=True
+    )
+    reader.start()
+    reader.join(timeout)
+    return [line for line in said if line] if len(said) == 2 else []
+
+
+class GoodputPoller:
+    """The live view's goodput and emergency-save budget: read in the background every
+    GOODPUT_EVERY seconds, so the redrawn line never waits on the store."""
+
+    def __init__(self, handle: JobHandle) -> None:
+        self.handle = handle
+        self.text = ""
+        self._next = 0.0
+        self._reading = False
+
+    def poll(self) -> str:
+        """The newest goodput words, starting a read when one is due."""
+        now = time.monotonic()
+        if not self._reading and now >= self._next:
+            self._reading = True
+            threading.Thread(target=self._read, daemon=True).start()
+        return self.text
+
+    def _read(self) -> None:
+        try:
+            budget = _budget(self.handle)
+            save = f"emergency save {budget.emergency_save_s:.1f}s" if budget else ""
+            self.text = " · ".join(t for t in (_goodput_text(self.handle), save) if t) or self.text
+        finally:
+            self._next = time.monotonic() + GOODPUT_EVERY
+            self._reading = False

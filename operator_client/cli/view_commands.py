@@ -1,14 +1,18 @@
-"""Commands that look at and remove jobs: status, list, logs, delete."""
+"""Commands that look at and remove jobs: status, goodput, list, logs, delete."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from ..errors import EXIT_FAILED, EXIT_OK, JobNotFound
 from ..kubeflow import lifecycle as lc
 from ..kubeflow.kinds import kind_of
-from . import flags, output
-from .job_commands import client_for
+from . import console, flags, output
+from .job_commands import backend_flag, client_for
+from .progress import store_lines
+
+STATUS_WAIT = 5.0  # seconds status waits for the store's goodput events
 
 
 def status(args: argparse.Namespace) -> int:
@@ -21,7 +25,27 @@ def status(args: argparse.Namespace) -> int:
         output.objects(view.raw, args.output)
         return EXIT_OK
     output.job_detail(view)
+    for line in store_lines(client_for(args).job(args.name), STATUS_WAIT):
+        hint = f"  (kctl-train goodput {args.name}{backend_flag(args)}: the account)"
+        print(line + (hint if line.startswith("goodput") else ""))
     return EXIT_FAILED if view.state == lc.UNKNOWN else EXIT_OK
+
+
+def goodput(args: argparse.Namespace) -> int:
+    """`kctl-train goodput`: where the job's rank-seconds went so far, from the events its
+    ranks wrote to the run store (the same account as report's). Exit 1 when there is
+    nothing to account yet."""
+    found = client_for(args).job(args.name).goodput(endpoint=args.endpoint)
+    if found is None:
+        console.info(f"{args.name}: no goodput events in its store yet (has a rank started?)")
+        return EXIT_FAILED
+    if args.output == "json":
+        print(json.dumps(found.to_json(), indent=2, sort_keys=True))
+    else:
+        from ..collect.report import goodput_table
+
+        print("\n".join(goodput_table(found.to_json())))
+    return EXIT_OK
 
 
 def list_cmd(args: argparse.Namespace) -> int:
@@ -57,12 +81,25 @@ def delete(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """status, list, logs, delete"""
+    """status, goodput, list, logs, delete"""
     cmd = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
     cmd.add_argument("name", nargs="?", metavar="NAME")
     flags.where(cmd)
     flags.table_output(cmd)
     cmd.set_defaults(handler=status)
+
+    cmd = sub.add_parser(
+        "goodput",
+        help="where a job's rank-seconds went so far: training, start-up, stalls, restarts",
+    )
+    cmd.add_argument("name", metavar="NAME")
+    flags.where(cmd)
+    flags.output(cmd, ("text", "json"), "a table, or the account as JSON")
+    cmd.add_argument(
+        "--endpoint",
+        help="the S3 endpoint to read the store from here (the pods' may be in-cluster)",
+    )
+    cmd.set_defaults(handler=goodput)
 
     cmd = sub.add_parser("list", help="a table of jobs: name, state, nodes, restarts, age")
     flags.where(cmd)

@@ -284,11 +284,13 @@ class Client:
         to: str | Path | None = None,
         endpoint: str | None = None,
         all_checkpoints: bool = False,
+        checkpoint: str = "last",
         consolidate: bool = False,
         concurrency: int = 16,
         progress: Any = None,
     ) -> Collected:
-        """Collect a run straight from its storage URI (no job record needed)."""
+        """Collect a run straight from its storage URI (no job record needed);
+        `checkpoint` as JobHandle.collect's."""
         from ..storage import open_store, run_root
 
         ns = self._namespace(namespace)
@@ -299,6 +301,7 @@ class Client:
             Path(to) if to is not None else results_dir(name),
             job,
             all_checkpoints=all_checkpoints,
+            checkpoint=checkpoint,
             consolidate=consolidate,
             concurrency=concurrency,
             progress=progress,

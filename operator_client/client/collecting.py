@@ -4,7 +4,7 @@ and `kctl-train collect` do, whichever backend ran the job."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from ..collect.collect import CollectError
 from ..errors import BadInput
 from ..runstore.checkpoints import DCP, MODEL_FILE
+from ..runstore.goodput import PodTimes
 from ..storage import ObjectStore
 
 # Where a job's results go when no directory is given (relative to the working directory).
@@ -40,12 +41,15 @@ def collect_run(
     job: Mapping[str, Any],
     *,
     all_checkpoints: bool = False,
+    checkpoint: str = "last",
     consolidate: bool = False,
     concurrency: int = 16,
     progress: Any = None,
+    pods: Sequence[PodTimes] = (),
 ) -> Collected:
     """Download the run's committed objects into dest (verified, resumable), then write
-    summary.json, report.png and report.txt. `job` describes the job in the summary.
+    summary.json, report.png and report.txt. `job` describes the job in the summary;
+    `pods`, when its pods made, bound and started (for the goodput account).
     `consolidate`: each sharded checkpoint collected is also written as one model.ckpt."""
     from ..collect.collect import SUMMARY, collect
     from ..collect.report import write
@@ -54,9 +58,11 @@ def collect_run(
         store,
         dest,
         all_checkpoints=all_checkpoints,
+        checkpoint=checkpoint,
         concurrency=concurrency,
         progress=progress,
         describe={"job": dict(job)},
+        pods=pods,
     )
     if consolidate:
         _consolidate(dest, result.summary)

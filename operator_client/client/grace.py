@@ -15,36 +15,35 @@ from ..storage import StoreError
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
 
-# Beyond the save itself: the agent's own exit after its workers (runtime/main.py).
-MARGIN_SECONDS = 3.0
-
 
 def grace_warning(job: TrainingJob, source: str) -> SpecIssue | None:
-    """A warning when the grace period is shorter than the run's last save (preferring an
-    emergency one) took from the training thread's stop to its commit; None when it is
-    long enough, or the store has no measurement or cannot be reached now (quickly)."""
+    """A warning when the grace period is shorter than what an emergency save needs on
+    this run, measured (checkpoint_log.budget: a save in flight, then the emergency save,
+    each the 95th percentile of the saves so far); None when it is long enough, or the
+    store has no measurement or cannot be reached now (quickly)."""
     try:
         store = store_for(job, patience=0.0)
         store.probe()
-        rows = checkpoint_log.read(store)
+        found = checkpoint_log.budget(checkpoint_log.read(store))
     except (StoreError, KctlTrainError):
         return None
-    last = checkpoint_log.last_save(rows)
-    if last is None:
+    if found is None:
         return None
-    seconds, emergency = last
     grace = job.spec.fault.termination_grace_period.seconds
-    if grace >= seconds + MARGIN_SECONDS:
+    if grace >= found.emergency_save_s:
         return None
-    which = "emergency checkpoint" if emergency else "last checkpoint save"
-    wanted = math.ceil((seconds + MARGIN_SECONDS) * 1.5)
+    wanted = math.ceil(found.emergency_save_s * 1.5)
     return SpecIssue(
         source,
         0,
         0,
         "spec.fault.terminationGracePeriod",
-        f"{grace}s is shorter than this run's {which} took ({seconds:.1f}s from the stop to "
-        f"its commit, {checkpoint_log.KEY}): a preempted pod would be killed before it "
-        f"commits; give at least {wanted}s",
+        f"{grace}s is shorter than an emergency save needs on this run "
+        f"({found.emergency_save_s:.1f}s: a save in flight finishing, "
+        f"{found.in_flight_s:.1f}s, then the emergency save, {found.save_s:.1f}s, each the "
+        f"95th percentile of {found.saves} saves in {checkpoint_log.KEY}, and "
+        f"{checkpoint_log.MARGIN_SECONDS:.0f}s to exit): a preempted pod would not save, and "
+        f"the work since the last checkpoint is lost; give at least {wanted}s, save less "
+        "often or less per rank (more nodes), or take checkpoint.whenBusy: skip",
         "warning",
     )

@@ -21,8 +21,20 @@ from ..backends.base import (
 from ..contract import FAULTS
 from ..errors import BadInput, JobNotFound, WaitTimeout
 from ..kubeflow.kinds import kind_of
+from ..runstore import checkpoint_log, events
+from ..runstore.checkpoint_log import SaveBudget
+from ..runstore.goodput import Account, PodTimes, account
 from .collecting import Collected, collect_run, results_dir
 from .failure import FailureReport, failure_report
+
+
+def pod_times(view: JobView, pulls: Mapping[str, float]) -> list[PodTimes]:
+    """The job's pods as the backend saw them made, bound, pulling images and started."""
+    return [
+        PodTimes(r.name, r.created, r.scheduled, r.started, pulls.get(r.name))
+        for r in view.replicas
+    ]
+
 
 if TYPE_CHECKING:
     from ..spec import SpecIssue
@@ -98,12 +110,14 @@ class JobHandle:
         to: str | Path | None = None,
         *,
         all_checkpoints: bool = False,
+        checkpoint: str = "last",
         consolidate: bool = False,
         concurrency: int = 16,
         endpoint: str | None = None,
         progress: Any = None,
     ) -> Collected:
-        """Download the run's newest checkpoint (or all), outputs, metrics and run info,
+        """Download the run's newest checkpoint (`checkpoint`: `best` by the run's
+        checkpoint.monitor, or a step; or all), outputs, metrics and run info,
         verified, into `to` (default results/<name>/), and write the report there.
         `consolidate`: a sharded checkpoint also as one model.ckpt (needs torch).
         `endpoint`: the S3 endpoint to use from here when the pods' is in-cluster."""
@@ -122,10 +136,28 @@ class JobHandle:
             dest,
             job,
             all_checkpoints=all_checkpoints,
+            checkpoint=checkpoint,
             consolidate=consolidate,
             concurrency=concurrency,
             progress=progress,
+            pods=pod_times(view, self._backend.image_pulls(view)),
         )
+
+    def goodput(self, *, endpoint: str | None = None) -> Account | None:
+        """The goodput account so far, from the events the ranks have written to the
+        run's store (None: none yet). NoStorage when the job stores nothing;
+        StoreError when the store cannot be read from here (`endpoint` replaces the
+        pods' S3 endpoint)."""
+        view = self.status()
+        store = self._backend.store_of(view, endpoint=endpoint)
+        pods = pod_times(view, self._backend.image_pulls(view))
+        return account(events.read_store(store, strict=True), pods)
+
+    def save_budget(self, *, endpoint: str | None = None) -> SaveBudget | None:
+        """What an emergency save needs on this run, measured over its saves so far (None:
+        none yet). NoStorage, StoreError as goodput()."""
+        store = self._backend.store_of(self.status(), endpoint=endpoint)
+        return checkpoint_log.budget(checkpoint_log.read(store))
 
     def stop(self, *, force: bool = False) -> bool:
         """Stop the job (locally: with an emergency checkpoint; force: at once). False

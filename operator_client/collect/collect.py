@@ -23,12 +23,13 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import KctlTrainError, NothingStored
-from ..runstore import checkpoint_log, checkpoints, events, monitor, runinfo
+from ..runstore import checkpoint_log, checkpoints, events, monitor, runinfo, tensorboard
 from ..runstore.aggregate import (
     AGGREGATE,
     AGGREGATE_MANIFEST,
@@ -39,6 +40,7 @@ from ..runstore.aggregate import (
     committed_units,
     covered_units,
 )
+from ..runstore.goodput import PodTimes, account
 from ..runstore.metrics import KEY as METRICS_KEY
 from ..runstore.outputs import PREFIX as OUTPUTS
 from ..storage import ObjectStore, StoreError, UnsafeKeyError, join_key
@@ -46,7 +48,6 @@ from ..storage.base import ObjectInfo, file_matches
 from ..storage.keys import contained_path, remove_empty_parents
 from ..storage.transfer import download_many
 from ..untrusted import MAX_CSV, MAX_DOCUMENT, read_json
-from .goodput import account
 
 SUMMARY = "summary.json"
 SCRATCH = ".kctl-train-tmp"
@@ -234,6 +235,48 @@ def _manifest_item(manifest: checkpoints.Manifest, listing: dict[str, ObjectInfo
     return Item(key, listed.size if listed else None)
 
 
+def best_of(store: ObjectStore) -> checkpoints.Best | None:
+    """How the run ranks its checkpoints: run.json's checkpoint.monitor and mode (None:
+    no monitor, or no run.json kctl-train wrote)."""
+    try:
+        run = json.loads(store.get_bytes(runinfo.RUN_JSON))
+        policy = run["spec"]["spec"]["checkpoint"]
+    except (StoreError, ValueError, KeyError, TypeError):
+        return None
+    monitor, mode = policy.get("monitor"), policy.get("mode") or "min"
+    if not isinstance(monitor, str) or mode not in ("min", "max"):
+        return None
+    return checkpoints.Best(monitor, mode, int(policy.get("keepBest") or 1))
+
+
+def choose(
+    committed: list[checkpoints.Manifest], which: str, best: checkpoints.Best | None
+) -> list[checkpoints.Manifest]:
+    """The checkpoints to collect from, in order (the first that verifies is taken):
+    `last`, newest first; `best`, best first by the run's monitor; a step, that one.
+    CollectError saying what there is when none fits."""
+    if which == "last":
+        return committed
+    if which == "best":
+        if best is None:
+            raise CollectError(
+                "--checkpoint best: the run ranks no checkpoints (its spec.checkpoint has no "
+                "monitor); collect last or a step"
+            )
+        ranked = best.ranked(committed)
+        if not ranked:
+            raise CollectError(
+                f"--checkpoint best: no committed checkpoint recorded {best.monitor} (does the "
+                "model log it before each save?); collect last or a step"
+            )
+        return ranked
+    found = [m for m in committed if str(m.step) == which]
+    if not found:
+        steps = ", ".join(str(m.step) for m in committed) or "none"
+        raise CollectError(f"--checkpoint {which}: no committed checkpoint at that step ({steps})")
+    return found
+
+
 def _collect_checkpoints(
     committed: list[checkpoints.Manifest],
     down: Downloader,
@@ -260,6 +303,7 @@ def _collect_checkpoints(
                 "worldSize": manifest.world_size,
                 "format": manifest.format,
                 "timings": manifest.timings,
+                "scores": manifest.scores,
                 "path": manifest.key,
                 "files": [m.name for m in manifest.members],
             }
@@ -319,12 +363,16 @@ def collect(
     dest: Path,
     *,
     all_checkpoints: bool = False,
+    checkpoint: str = "last",
     concurrency: int = 16,
     progress: TransferProgress | None = None,
     describe: dict[str, Any] | None = None,
+    pods: Sequence[PodTimes] = (),
 ) -> Result:
-    """Collect a run root into dest and write dest/summary.json. `describe` adds fields
-    (the job's name, namespace, state) to the summary."""
+    """Collect a run root into dest and write dest/summary.json: every committed
+    checkpoint (`all_checkpoints`), else the one `checkpoint` names (choose()).
+    `describe` adds fields (the job's name, namespace, state) to the summary; `pods` are
+    the job's pods as the backend saw them (the goodput account's queue and start-up)."""
     started = time.time()
     listing = {o.key: o for o in store.list()}
     if not listing:
@@ -337,10 +385,12 @@ def collect(
     problems: list[str] = []
     plain = _plain_files(listing, problems)
     committed = checkpoints.committed(store, problems)
+    best = best_of(store)
+    wanted = committed if all_checkpoints else choose(committed, checkpoint, best)
     dest.mkdir(parents=True, exist_ok=True)
     down = Downloader(store, dest, concurrency, progress)
     try:
-        ckpts = _collect_checkpoints(committed, down, listing, all_checkpoints, problems)
+        ckpts = _collect_checkpoints(wanted, down, listing, all_checkpoints, problems)
         units = committed_units(store, problems)
         outputs = _collect_outputs(store, units, down, listing, problems)
         problems.extend(p for _, p in down.fetch([Item(k, listing[k].size) for k in plain]))
@@ -364,13 +414,15 @@ def collect(
         "success": success,
         "checkpoints": ckpts,
         "committedCheckpoints": [m.step for m in committed],
+        "best": _best_entry(best, committed),
         "outputs": outputs,
         "metrics": METRICS_KEY if METRICS_KEY in listing else None,
         "monitor": [k for k in plain if k.startswith(monitor.PREFIX + "/")],
         "run": runinfo.RUN_JSON if runinfo.RUN_JSON in listing else None,
         "attempts": len(attempts),
         "restarts": max(0, len(attempts) - 1),
-        "goodput": _goodput(dest, plain),
+        "goodput": _goodput(dest, plain, pods),
+        "tensorboard": tensorboard.PREFIX if any(map(tensorboard.is_key, plain)) else None,
         "files": {"downloaded": down.fetched, "skipped": down.skipped, "bytes": down.bytes},
         "problems": problems,
     }
@@ -385,11 +437,14 @@ _ATTEMPT = re.compile(r"attempts/\d{1,9}\.json")
 
 
 def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[str]:
-    """The metrics, GPU monitor files, run.json, attempts and _SUCCESS of the run, by the
-    names kctl-train gives them; one too large is left behind, with a problem saying so."""
+    """The metrics, GPU monitor files, goodput events, TensorBoard files, run.json,
+    attempts and _SUCCESS of the run, by the names kctl-train gives them; one too large
+    is left behind, with a problem saying so."""
     wanted: dict[str, int] = {}
     for key in listing:
-        if key in (runinfo.RUN_JSON, runinfo.SUCCESS) or _ATTEMPT.fullmatch(key):
+        if key in (runinfo.RUN_JSON, runinfo.SUCCESS, checkpoint_log.BUDGET_KEY) or (
+            _ATTEMPT.fullmatch(key)
+        ):
             wanted[key] = MAX_DOCUMENT
         elif key in (METRICS_KEY, checkpoint_log.KEY, monitor.SUMMARY) or (
             key.startswith(monitor.PREFIX + "/")
@@ -399,6 +454,8 @@ def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[st
             wanted[key] = MAX_CSV
         elif events.parse_key(key) is not None:
             wanted[key] = events.MAX_BYTES
+        elif tensorboard.is_key(key):
+            wanted[key] = tensorboard.MAX_BYTES
     plain = []
     for key, limit in sorted(wanted.items()):
         if listing[key].size > limit:
@@ -411,16 +468,27 @@ def _plain_files(listing: dict[str, ObjectInfo], problems: list[str]) -> list[st
     return plain
 
 
-def _goodput(dest: Path, plain: list[str]) -> dict[str, Any] | None:
-    """The goodput account of the collected event files (collect/goodput.py), or None
+def _goodput(dest: Path, plain: list[str], pods: Sequence[PodTimes]) -> dict[str, Any] | None:
+    """The goodput account of the collected event files (runstore/goodput.py), or None
     where the run recorded none (a run of an older kctl-train, a command job)."""
     files = []
     for key in plain:
         found = events.parse_key(key)
         if found is not None:
             files.append(events.read(dest / key, *found))
-    result = account(files)
+    result = account(files, pods)
     return result.to_json() if result else None
+
+
+def _best_entry(
+    best: checkpoints.Best | None, committed: list[checkpoints.Manifest]
+) -> dict[str, Any] | None:
+    """The best committed checkpoint by the run's monitor, as each recorded it."""
+    ranked = best.ranked(committed) if best else []
+    if not ranked or best is None:
+        return None
+    top = ranked[0]
+    return {"step": top.step, "metric": best.monitor, "value": top.scores[best.monitor]}
 
 
 def _json(path: Path) -> Any:

@@ -16,10 +16,11 @@ from typing import Any
 from ..errors import KctlTrainError
 from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.documents import Document
+from ..runstore.goodput import CATEGORIES
 from ..runstore.metrics import KEY as METRICS_KEY
+from ..spec.units import Duration
 from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
-from .goodput import CATEGORIES
 
 PNG, TEXT = "report.png", "report.txt"
 # A rank whose median step time is this many times the fastest rank's is named.
@@ -55,8 +56,10 @@ class Report:
     saves: list[dict[str, str]] = field(default_factory=list)  # metrics/checkpoints.csv
     gpu_restarts: list[float] = field(default_factory=list)  # seconds, on the GPU time axis
     ignored: list[str] = field(default_factory=list)  # files passed over, and why
-    # summary.json's goodput account (collect/goodput.py), None where none was recorded
+    # summary.json's goodput account (runstore/goodput.py), None where none was recorded
     goodput: dict[str, Any] | None = None
+    # The pods' terminationGracePeriod the run was given (run.json's spec), where known
+    grace_seconds: int | None = None
 
 
 def _float(text: str | None) -> float | None:
@@ -159,8 +162,8 @@ def build(directory: Path) -> Report:
     metrics = read_metrics(directory / METRICS_KEY, ignored)
     final = {name: s.values[-1] for name, s in sorted(metrics.items()) if s.values}
     monitored = _monitored(metrics)
-    best = None
-    if monitored:
+    best = _recorded_best(summary.get("best"))  # by checkpoint.monitor, as each recorded it
+    if best is None and monitored:
         ranked = [
             (value, step)
             for step in map(int, _numbers(summary.get("committedCheckpoints")))
@@ -203,7 +206,29 @@ def build(directory: Path) -> Report:
         saves=_saves(directory / checkpoint_log.KEY, ignored),
         ignored=ignored,
         goodput=_goodput(summary.get("goodput")),
+        grace_seconds=_grace(directory / runinfo.RUN_JSON),
     )
+
+
+def _recorded_best(value: Any) -> dict[str, Any] | None:
+    """summary.json's best checkpoint, when it has the shape collect writes."""
+    found = _object(value)
+    step, score = _number(found.get("step")), _number(found.get("value"))
+    metric = found.get("metric")
+    if step is None or score is None or not isinstance(metric, str):
+        return None
+    return {"step": int(step), "metric": metric, "value": score}
+
+
+def _grace(run_json: Path) -> int | None:
+    """The grace period in run.json's spec (None: no run.json, or not one kctl-train
+    wrote)."""
+    try:
+        spec = _object(_object(read_json(run_json)).get("spec")).get("spec")
+        grace = _object(_object(spec).get("fault")).get("terminationGracePeriod")
+        return Duration.parse(grace).seconds if isinstance(grace, str) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _goodput(value: Any) -> dict[str, Any] | None:
@@ -217,7 +242,21 @@ def _goodput(value: Any) -> dict[str, Any] | None:
     if not categories or total is None:
         return None
     ranks = [r for r in _list(found.get("ranks")) if isinstance(r, dict)]
+    attempts = [
+        {
+            "attempt": a.get("attempt"),
+            "start_s": _number(a.get("start_s")) or 0.0,
+            "end_s": _number(a.get("end_s")) or 0.0,
+            "resumed_from": _number(a.get("resumed_from")),
+            "reached": _number(a.get("reached")),
+            "wasted_steps": _number(a.get("wasted_steps")) or 0,
+            "categories": _object(a.get("categories")),
+        }
+        for a in _list(found.get("attempts"))
+        if isinstance(a, dict)
+    ]
     return {
+        "attempts": attempts,
         "total_s": total,
         "wall_s": _number(found.get("wall_s")) or 0.0,
         "goodput": _number(found.get("goodput")) or 0.0,
@@ -313,6 +352,9 @@ def text(report: Report) -> str:
             seconds = checkpoint_log.save_seconds(emergency[-1]) or 0.0
             step = emergency[-1]["step"]
             rows.append(("emergency save", f"step {step}: committed {seconds:.2f}s after the stop"))
+        budget = checkpoint_log.budget(report.saves)
+        if budget is not None:
+            rows.append(("preemption", _preemption(budget, report.grace_seconds)))
     for gpu, (_, utils) in sorted(report.gpu.items()):
         rows.append((f"{gpu} util", f"mean {sum(utils) / len(utils):.0f}%, max {max(utils):.0f}%"))
     if not report.gpu:
@@ -321,6 +363,19 @@ def text(report: Report) -> str:
     width = max(len(label) for label, _ in rows) + 2
     lines += [f"  {label:<{width}}{value}" for label, value in rows]
     return "\n".join(lines + goodput_table(report.goodput)) + "\n"
+
+
+def _preemption(budget: checkpoint_log.SaveBudget, grace: int | None) -> str:
+    """What an emergency save needs on this run beside the grace period it had."""
+    needs = (
+        f"an emergency save needs {budget.emergency_save_s:.1f}s (a save in flight "
+        f"{budget.in_flight_s:.1f}s, then one {budget.save_s:.1f}s: 95th percentiles of "
+        f"{budget.saves} saves, and {checkpoint_log.MARGIN_SECONDS:.0f}s to exit)"
+    )
+    if grace is None:
+        return needs
+    verdict = "fits" if budget.emergency_save_s <= grace else "does NOT fit: work would be lost"
+    return f"{needs}; the grace period is {grace}s: it {verdict}"
 
 
 def goodput_table(goodput: dict[str, Any] | None) -> list[str]:
@@ -338,12 +393,32 @@ def goodput_table(goodput: dict[str, Any] | None) -> list[str]:
         if abs(seconds) >= 0.0005:
             share = seconds / total if total else 0.0
             lines.append(f"    {name.replace('_', ' '):<18}{seconds:>10.1f}s {share:>7.1%}")
+    for a in goodput["attempts"]:
+        lines.append(f"    {_attempt_line(a)}")
     slow = [r for r in goodput["ranks"] if (r["straggler"] or 0) >= STRAGGLER]
     for r in slow:
         lines.append(
             f"    straggler: rank {r['rank']}, {r['straggler']:.2f}x the fastest step time"
         )
     return lines
+
+
+def _attempt_line(a: dict[str, Any]) -> str:
+    """One attempt of the account: when, from which step to which, what was redone."""
+    steps = (
+        f"steps {a['resumed_from']:.0f} to {a['reached']:.0f}"
+        if a["resumed_from"] is not None and a["reached"] is not None
+        else "no step trained"
+    )
+    redone = f", {a['wasted_steps']:.0f} redone by the next" if a["wasted_steps"] else ""
+    return f"attempt {a['attempt']}: {a['start_s']:.1f}s to {a['end_s']:.1f}s, {steps}{redone}"
+
+
+def _colour(category: str) -> Any:
+    """One colour per category, the same in every panel."""
+    from matplotlib import colormaps
+
+    return colormaps["tab20"](CATEGORIES.index(category) if category in CATEGORIES else 19)
 
 
 def plot(report: Report, path: Path) -> Path:
@@ -353,8 +428,15 @@ def plot(report: Report, path: Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    panels = 1 + bool(report.gpu) + bool(report.saves) + bool(report.goodput)
-    fig, axes = plt.subplots(panels, 1, figsize=(9, 4 * panels), squeeze=False)
+    heights = [4.0] * (1 + bool(report.gpu)) + [4.0, 3.0] * bool(report.goodput)
+    heights += [4.0] * bool(report.saves)
+    fig, axes = plt.subplots(
+        len(heights),
+        1,
+        figsize=(9, sum(heights)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
     curves = axes[0][0]
     for name, series in sorted(report.metrics.items()):
         marker = "o" if len(series.steps) < 30 else None
@@ -380,7 +462,8 @@ def plot(report: Report, path: Path) -> Path:
         util.set_ylim(0, 100)
         util.legend()
     if report.goodput:
-        _goodput_bars(axes[-1 - bool(report.saves)][0], report.goodput)
+        _goodput_bars(axes[-2 - bool(report.saves)][0], report.goodput)
+        _attempt_timeline(axes[-1 - bool(report.saves)][0], report.goodput)
     if report.saves:
         stalls = axes[-1][0]
         steps = [float(r["step"]) for r in report.saves]
@@ -402,11 +485,66 @@ def _goodput_bars(axis: Any, goodput: dict[str, Any]) -> None:
     for name in [c for c in CATEGORIES if c in goodput["categories"]]:
         widths = [float(_number(r["categories"].get(name)) or 0.0) for r in ranks]
         if any(w > 0 for w in widths):
-            axis.barh(labels, widths, left=left, label=name.replace("_", " "))
+            axis.barh(labels, widths, left=left, label=name.replace("_", " "), color=_colour(name))
             left = [a + w for a, w in zip(left, widths, strict=True)]
     axis.set_xlabel("seconds")
     axis.set_title(f"goodput {goodput['goodput']:.1%}: where each rank's time went")
     axis.legend(fontsize="small", ncol=3)
+
+
+def _attempt_timeline(axis: Any, goodput: dict[str, Any]) -> None:
+    """The job on one time axis: a bar per attempt from its first event to its last,
+    split into its ranks' mean time in each category (in the order they happen), the
+    gaps between attempts (recovery) hatched, each restart marked."""
+    ranks = max(1, len(goodput["ranks"]))
+    before = ("pending", "queued", "image_pull", "container_start")
+    order = [c for c in CATEGORIES if c not in (*before, "recovery", "idle_at_end")]
+    labelled: set[str] = set()
+    first = goodput["attempts"][0]["start_s"] if goodput["attempts"] else 0.0
+    # Before the first attempt's first process: the pods' waits, in their shares.
+    waits = {c: float(_number(goodput["categories"].get(c)) or 0.0) for c in before}
+    left, total = 0.0, sum(waits.values())
+    for name, seconds in waits.items():
+        if seconds > 0 and total > 0:
+            width = first * seconds / total
+            axis.barh(
+                0, width, left=left, color=_colour(name), label=name.replace("_", " "), height=0.6
+            )
+            labelled.add(name)
+            left += width
+    previous_end = None
+    for a in goodput["attempts"]:
+        left = a["start_s"]
+        for name in order:
+            width = float(_number(a["categories"].get(name)) or 0.0) / ranks
+            if width > 0:
+                label = None if name in labelled else name.replace("_", " ")
+                labelled.add(name)
+                axis.barh(0, width, left=left, color=_colour(name), label=label, height=0.6)
+                left += width
+        if previous_end is not None:
+            axis.barh(
+                0, a["start_s"] - previous_end, left=previous_end, height=0.6, fill=False,
+                hatch="//", edgecolor=_colour("recovery"),
+                label=None if "recovery" in labelled else "recovery",
+            )  # fmt: skip
+            labelled.add("recovery")
+            axis.axvline(a["start_s"], color="black", linestyle="--", linewidth=1)
+            axis.annotate(
+                f"restart: attempt {a['attempt']}",
+                (a["start_s"], 0.35),
+                xytext=(3, 0),
+                textcoords="offset points",
+                fontsize="small",
+            )
+        previous_end = a["end_s"]
+    axis.set_yticks([])
+    axis.set_xlim(left=0)
+    axis.set_ylim(-1.6, 0.7)  # room below the bar for the legend
+    axis.set_xlabel("seconds since the job's first event (mean over ranks)")
+    axis.set_title(f"the job over time: {len(goodput['attempts'])} attempt(s)")
+    if labelled:
+        axis.legend(fontsize="small", ncol=4, loc="lower right")
 
 
 def write(directory: Path) -> tuple[Report, Path, Path]:

@@ -2,19 +2,30 @@
 (rank 0 writes it after each commit): how long training stalled, how long the slowest
 writer took, how long the commit waited, how many saves were skipped before it (a save
 that came while the previous one was still being written, checkpoint.whenBusy: skip),
-and whether it was the emergency save of a SIGTERM. `report` shows it; `apply` compares
-the last save with the grace period a preempted job has to write one."""
+and whether it was the emergency save of a SIGTERM. From its rows, budget() says what an
+emergency save needs on this job: `apply`, `status` and `report` set it beside the grace
+period a preempted pod has, and the runtime, on SIGTERM, does not start a save that the
+grace period cannot hold."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..storage import ObjectStore, StoreError
 
 KEY = "metrics/checkpoints.csv"
+# What an emergency save needs, from the rows so far (budget()), as JSON for other tools;
+# rank 0 rewrites it after each commit.
+BUDGET_KEY = "metrics/save_budget.json"
+# Beyond the saves: the agent's own exit after its workers (runtime/main.py) and the
+# agreement at the next batch boundary.
+MARGIN_SECONDS = 3.0
 FIELDS = ["step", "epoch", "attempt", "emergency", "skipped_before", "bytes", "stall_s",
           "write_s", "commit_s"]  # fmt: skip
 # The log of a run with a save every minute for a month: far below this.
@@ -46,14 +57,52 @@ def save_seconds(row: dict[str, str]) -> float | None:
         return None
 
 
-def last_save(rows: list[dict[str, str]]) -> tuple[float, bool] | None:
-    """The newest emergency save's seconds (what preemption needs), else the newest
-    save's; and whether it was an emergency save. None without a row."""
-    for wanted in (True, False):
-        for row in reversed(rows):
-            if wanted and row.get("emergency") != "1":
-                continue
-            seconds = save_seconds(row)
-            if seconds is not None:
-                return seconds, wanted
-    return None
+@dataclass(frozen=True)
+class SaveBudget:
+    """What an emergency save needs on this job, measured: a SIGTERM may come while a
+    save is being written (it must finish first: its write and commit), then the
+    emergency save itself (snapshot, write, commit), then the agent's exit. Each part
+    is the 95th percentile over the saves so far."""
+
+    saves: int
+    save_s: float  # one whole save: stall + write + commit (p95)
+    in_flight_s: float  # what a save already past its snapshot still needs (p95)
+    size_bytes: int  # the newest save's size, every rank's share together
+    emergency_save_s: float  # in_flight_s + save_s + MARGIN_SECONDS
+
+    def needed(self, in_flight: bool) -> float:
+        """Seconds from the stop to the exit: the emergency save, after a save in flight
+        when there is one."""
+        return self.save_s + MARGIN_SECONDS + (self.in_flight_s if in_flight else 0.0)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def budget(rows: list[dict[str, str]]) -> SaveBudget | None:
+    """The budget from the log's rows (None: no save measured yet)."""
+    whole, tails, size = [], [], 0
+    for row in rows:
+        try:
+            stall, write, commit = (float(row[f]) for f in ("stall_s", "write_s", "commit_s"))
+            size = int(float(row.get("bytes") or 0))
+        except (KeyError, ValueError):
+            continue
+        if all(math.isfinite(v) and v >= 0 for v in (stall, write, commit)):
+            whole.append(stall + write + commit)
+            tails.append(write + commit)
+    if not whole:
+        return None
+    save, tail = _p95(whole), _p95(tails)
+    return SaveBudget(
+        saves=len(whole),
+        save_s=round(save, 3),
+        in_flight_s=round(tail, 3),
+        size_bytes=size,
+        emergency_save_s=round(tail + save + MARGIN_SECONDS, 3),
+    )

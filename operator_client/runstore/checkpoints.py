@@ -61,9 +61,26 @@ def _members(doc: Document) -> list[Member]:
     ]
 
 
-def _timings(doc: Document) -> dict[str, float]:
-    raw = doc.mapping("timings") if doc.has("timings") else {}
-    return {name: Document(raw, "timings").number(name) for name in raw}
+def _numbers(doc: Document, name: str) -> dict[str, float]:
+    """An optional mapping of names to finite numbers (absent in older manifests)."""
+    raw = doc.mapping(name) if doc.has(name) else {}
+    return {key: Document(raw, name).number(key) for key in raw}
+
+
+@dataclass(frozen=True)
+class Best:
+    """Which checkpoints are the best: by a metric each recorded when saved, smaller or
+    larger being better, and how many of them retention keeps."""
+
+    monitor: str
+    mode: str  # min or max
+    keep: int
+
+    def ranked(self, manifests: list[Manifest]) -> list[Manifest]:
+        """The manifests that recorded the metric, best first (the newer of equals)."""
+        scored = [m for m in manifests if self.monitor in m.scores]
+        sign = 1.0 if self.mode == "min" else -1.0
+        return sorted(scored, key=lambda m: (sign * m.scores[self.monitor], -m.step))
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,8 @@ class Manifest:
     format: str = LIGHTNING  # manifests written before DCP have no format: one model.ckpt
     # Seconds of the save: training stalled, slowest writer's write and upload, commit.
     timings: dict[str, float] = field(default_factory=dict)
+    # The metrics Lightning held when it was saved (val_loss, ...): the best are kept.
+    scores: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -97,7 +116,8 @@ class Manifest:
             members=_members(doc),
             created=doc.number("created") if doc.has("created") else 0.0,
             format=doc.text("format", _known_format) if doc.has("format") else LIGHTNING,
-            timings=_timings(doc),
+            timings=_numbers(doc, "timings"),
+            scores=_numbers(doc, "scores"),
         )
 
 
@@ -236,6 +256,8 @@ def commit(
     timings: dict[str, float] | None = None,
     fence: Callable[[], None] = lambda: None,
     verified: Verified | None = None,
+    scores: dict[str, float] | None = None,
+    best: Best | None = None,
 ) -> Manifest:
     """Commit a checkpoint whose parts are all in the store: its manifest (every member of
     every part), then LATEST, then the step's leftovers of earlier attempts and retention.
@@ -243,7 +265,7 @@ def commit(
     before the commit and before retention."""
     members = sorted((m for p in parts for m in p.members), key=lambda m: m.name)
     manifest = Manifest(step, epoch, attempt, world_size, members, format=fmt,
-                        timings=dict(timings or {}))  # fmt: skip
+                        timings=dict(timings or {}), scores=dict(scores or {}))  # fmt: skip
     fence()
     store.put_bytes(join_key(manifest.key, MANIFEST), manifest.to_json())
     store.put_bytes(LATEST, manifest.key.encode())
@@ -253,7 +275,7 @@ def commit(
     stale = [o.key for o in store.list(manifest.key + "/") if o.key not in keep_keys]
     store.delete(k for k in stale if not k.endswith("/" + MANIFEST))
     fence()
-    retain(store, keep, verified)
+    retain(store, keep, verified, best)
     return manifest
 
 
@@ -293,10 +315,13 @@ def committed(store: ObjectStore, problems: list[str] | None = None) -> list[Man
     return sorted(found, key=lambda m: m.step, reverse=True)
 
 
-def retain(store: ObjectStore, keep: int, verified: Verified | None = None) -> None:
+def retain(
+    store: ObjectStore, keep: int, verified: Verified | None = None, best: Best | None = None
+) -> None:
     """Keep the newest `keep` committed checkpoints that verify, and any newer ones that
-    do not (never counted, they go once `keep` good ones are newer); delete the rest and
-    uncommitted leftovers older than the newest commit (crashed uploads)."""
+    do not (never counted, they go once `keep` good ones are newer), and the `best.keep`
+    best that verify; delete the rest and uncommitted leftovers older than the newest
+    commit (crashed uploads)."""
     manifests = committed(store)
     if not manifests:
         return
@@ -312,6 +337,9 @@ def retain(store: ObjectStore, keep: int, verified: Verified | None = None) -> N
             good += 1
         else:
             log.warning("checkpoint %s does not verify; not counted toward keep", manifest.key)
+    if best is not None:
+        winners = [m for m in best.ranked(manifests) if verified.check(m)]
+        keep_keys.update(m.key for m in winners[: best.keep])
     objects = store.list(PREFIX + "/")
     # A checkpoint is everything below checkpoints/<step>/ (its part records included).
     dirs = {"/".join(o.key.split("/", 2)[:2]) for o in objects if o.key.count("/") >= 2}

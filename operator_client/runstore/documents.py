@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..storage import ObjectStore, StoreError
+from ..untrusted import is_finite_number
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MANIFEST = "MANIFEST.json"
@@ -79,9 +79,7 @@ class Document:
     def number(self, name: str) -> float:
         """A finite number."""
         value = self.raw.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._bad(name, "a finite number")
-        if not math.isfinite(value):
+        if not is_finite_number(value):
             raise self._bad(name, "a finite number")
         return float(value)
 

@@ -2,13 +2,14 @@
 
 `events/attempt-NNNNN/rank-NNNNN.jsonl` in the run store, one JSON object per line:
 `{"t": <wall-clock seconds>, "event": <name>, ...}`, written by the runtime
-(runtime/goodput.py) and read by the account (goodput.py). Wall clocks are the nodes'
+(runtime/event_log.py) and read by the account (goodput.py). Wall clocks are the nodes'
 own (NTP keeps a cluster's within milliseconds); the account measures everything from the
 job's first event.
 
 Events, in the order a rank writes them:
 
-- `process_start`: the worker process began (before `import torch`);
+- `process_start` (`host`: the pod's hostname, which names its pod): the worker process
+  began (before `import torch`);
 - `imports_done`: torch and Lightning are imported;
 - `rendezvous_start` / `rendezvous_end`: joining the process group;
 - `restore_start` / `restore_end` (`bytes`): fetching and verifying the checkpoint to
@@ -26,14 +27,14 @@ Events, in the order a rank writes them:
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..untrusted import read_bytes
+from ..storage import ObjectStore, StoreError
+from ..untrusted import is_finite_number, read_bytes
 
 PREFIX = "events"
 WINDOW_SECONDS = 10.0
@@ -81,7 +82,7 @@ def parse(attempt: int, rank: int, lines: Iterable[str]) -> RankEvents:
         if (
             isinstance(event, dict)
             and isinstance(event.get("event"), str)
-            and all(_number(event.get(f)) for f in ("t", *NUMBERS.get(event["event"], ())))
+            and all(is_finite_number(event.get(f)) for f in ("t", *NUMBERS.get(event["event"], ())))
         ):
             found.events.append(event)
     return found
@@ -105,10 +106,6 @@ NUMBERS = {
 }
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def read(path: Path, attempt: int, rank: int) -> RankEvents:
     """One collected event file (bounded: untrusted.py); a file that cannot be read as one
     gives no events."""
@@ -117,6 +114,29 @@ def read(path: Path, attempt: int, rank: int) -> RankEvents:
     except (OSError, ValueError):
         return RankEvents(attempt, rank)
     return parse(attempt, rank, text.splitlines())
+
+
+def read_store(store: ObjectStore, *, strict: bool = False) -> list[RankEvents]:
+    """Every event file in a run store so far (the runtime's account at the end of a run,
+    the goodput so far); a file too large or gone meanwhile is passed over. A store that
+    cannot be listed has none, or with `strict` raises its StoreError."""
+    found = []
+    try:
+        listing = store.list(PREFIX + "/")
+    except StoreError:
+        if strict:
+            raise
+        return []
+    for info in listing:
+        parsed = parse_key(info.key)
+        if parsed is None or info.size > MAX_BYTES:
+            continue
+        try:
+            data = store.get_bytes(info.key, MAX_BYTES)
+        except StoreError:
+            continue
+        found.append(parse(*parsed, data.decode("utf-8", errors="replace").splitlines()))
+    return found
 
 
 def dumps(events: Iterable[dict[str, Any]]) -> bytes:

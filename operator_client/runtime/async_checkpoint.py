@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ class SaveRequest:
     emergency: bool = False
     skipped: int = 0  # saves skipped since the last one (checkpoint.whenBusy: skip)
     metrics: Path | None = None  # rank 0: the metrics log so far, uploaded with the commit
+    scores: dict[str, float] = field(default_factory=dict)  # its metrics, into its manifest
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class WriterConfig:
     group: Any = None  # the gloo group DCP plans and gathers on
     fence: Callable[[], None] = lambda: None
     verified: checkpoints.Verified | None = None
+    best: checkpoints.Best | None = None  # which checkpoints retention keeps for a metric
 
 
 def _cause(exc: BaseException) -> str:
@@ -101,6 +103,9 @@ class CheckpointWriter:
         self._log: list[dict[str, str]] = (
             checkpoint_log.read(config.store) if config.rank == 0 else []
         )
+        # Rank 0: what an emergency save needs on this job, from every save so far (earlier
+        # attempts' included); None before the first.
+        self.budget = checkpoint_log.budget(self._log)
         self._request: SaveRequest | None = None
         self._closing = False
         self._changed = threading.Condition()
@@ -214,6 +219,7 @@ class CheckpointWriter:
             config.store, parts, step=share.step, epoch=share.epoch, attempt=config.attempt,
             world_size=config.world_size, keep=config.keep, fmt=checkpoints.DCP,
             timings=timings, fence=config.fence, verified=config.verified,
+            scores=request.scores, best=config.best,
         )  # fmt: skip
         if request.metrics is not None:
             config.store.put_file(METRICS_KEY, request.metrics)
@@ -231,6 +237,9 @@ class CheckpointWriter:
         }
         self._log.append({k: str(v) for k, v in row.items()})
         checkpoint_log.write(config.store, self._log)
+        self.budget = checkpoint_log.budget(self._log)
+        if self.budget is not None:
+            config.store.put_bytes(checkpoint_log.BUDGET_KEY, self.budget.to_json())
         log.info(
             "checkpoint step %d committed (%s): stalled %.3fs, written in %.2fs, committed %.2fs"
             " later",

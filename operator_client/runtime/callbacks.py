@@ -4,10 +4,12 @@ SIGTERM they end with), per-rank outputs, progress lines. They share one RunAtte
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ..contract import Progress
-from ..runstore import checkpoints, runinfo
+from ..runstore import checkpoint_log, checkpoints, events, goodput, runinfo
 from ..runstore.metrics import merge as merge_metrics
 from ..runstore.outputs import RankOutputs, commit_epoch
 from ..spec.model import TrainingJob
@@ -24,7 +26,9 @@ from ..storage import ObjectStore
 from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
 from .checkpoint_format import RNG_KEY, restore_rng
 from .context import World
+from .event_log import EventLog
 from .snapshot import Snapshotter
+from .trainer_status import TrainerStatusReporter
 
 log = logging.getLogger("kctl_train.runtime")
 
@@ -32,8 +36,53 @@ log = logging.getLogger("kctl_train.runtime")
 # was told to stop (SIGTERM) and, for wall-time intervals, whether a checkpoint is due.
 AGREE_EVERY = 10
 
-# Set by the worker's SIGTERM handler; read at the next agreement point.
-PREEMPTED = threading.Event()
+
+MAX_SCORES = 64  # metrics a manifest records, at most
+
+
+def scores(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The finite scalar metrics Lightning holds (callback_metrics), for a checkpoint's
+    manifest: what its best are chosen by."""
+    found: dict[str, float] = {}
+    for name, value in metrics.items():
+        if len(found) >= MAX_SCORES:
+            break
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):  # not a scalar
+            continue
+        if math.isfinite(number):
+            found[str(name)] = number
+    return found
+
+
+class Preemption:
+    """The SIGTERM: set by the worker's handler (only a flag and the time: a handler must
+    not block), read at the next agreement point."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.at: float | None = None  # monotonic time of the first SIGTERM
+
+    def signal(self, *_: Any) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+PREEMPTED = Preemption()
+
+
+def emergency_save_fits(
+    budget: checkpoint_log.SaveBudget | None, grace: float, since_signal: float, in_flight: bool
+) -> bool:
+    """Whether an emergency save can commit before the kubelet's SIGKILL: what one needs on
+    this job (a save in flight, if there is one, then this one, and the exit) within what
+    is left of the grace period. Unknown before the first measured save: try."""
+    return budget is None or budget.needed(in_flight) <= grace - since_signal
 
 
 class Preempted(Exception):
@@ -86,6 +135,9 @@ class CheckpointCallback(L.Callback):
         policy = job.spec.checkpoint
         self.every_steps, self.every_seconds = policy.every.steps, policy.every.seconds
         self.when_busy = policy.when_busy
+        # The pod's terminationGracePeriodSeconds as the job renders it (a TrainJob's pods
+        # take it from kctl-train's runtime, whose value the spec's default is).
+        self.grace = float(job.spec.fault.termination_grace_period.seconds)
         self.last_saved_step = resumed_step
         self.last_save_time = time.monotonic()
         self.first_step = resumed_step
@@ -104,6 +156,7 @@ class CheckpointCallback(L.Callback):
                 scratch=scratch,
                 writers=writers,
                 keep=policy.keep,
+                best=checkpoints.Best(*policy.best) if policy.best else None,
                 group=group,
                 fence=run.fence,
                 verified=verified or checkpoints.Verified(run.store, scratch),
@@ -162,6 +215,7 @@ class CheckpointCallback(L.Callback):
             emergency=emergency,
             skipped=self.skipped,
             metrics=self._metrics_copy(trainer),
+            scores=scores(trainer.callback_metrics),
         )
         self.writer.submit(request)
         self.skipped = 0
@@ -182,6 +236,30 @@ class CheckpointCallback(L.Callback):
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.run.control)
         return bool(flags[0]), by_steps or bool(flags[1])
 
+    def _emergency_fits(self) -> bool:
+        """Rank 0's answer (it alone has the save log), the same on every rank."""
+        fits = 1.0
+        if self.world.rank == 0:
+            since = time.monotonic() - PREEMPTED.at if PREEMPTED.at is not None else 0.0
+            budget, busy = self.writer.budget, self.writer.busy
+            fits = float(emergency_save_fits(budget, self.grace, since, busy))
+            if not fits and budget is not None:
+                last = self.writer.last
+                log.warning(
+                    "SIGTERM: an emergency save needs about %.1fs on this job (%sthis one "
+                    "%.1fs: the 95th percentile of %d saves, and %.0fs to exit), %.1fs are "
+                    "left of the %.0fs grace period: not started, so nothing half-written "
+                    "is left; the newest committed checkpoint stands (%s)",
+                    budget.needed(busy),
+                    f"a save in flight {budget.in_flight_s:.1f}s, then " if busy else "",
+                    budget.save_s, budget.saves, checkpoint_log.MARGIN_SECONDS,
+                    self.grace - since, self.grace,
+                    last.key if last else "none from this attempt",
+                )  # fmt: skip
+        flag = torch.tensor([fits])
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=self.run.control)
+        return bool(flag.item())
+
     def on_train_batch_end(
         self,
         trainer: L.Trainer,
@@ -198,17 +276,31 @@ class CheckpointCallback(L.Callback):
             self.snapshotter.prepare(trainer._checkpoint_connector.dump_checkpoint(False))
             self.prepared = True
         stop, due = self._agree(trainer, batch_idx)
-        if (due or stop) and trainer.global_step != self.last_saved_step:
+        fits = not stop or self._emergency_fits()
+        stopped = time.monotonic()
+        if stop and self.world.rank == 0:
+            log.warning(
+                "SIGTERM: training stopped at step %d, %.2fs after the signal",
+                trainer.global_step, stopped - (PREEMPTED.at or stopped),
+            )  # fmt: skip
+        if (due or stop) and fits and trainer.global_step != self.last_saved_step:
             self.save(trainer, must=stop, emergency=stop)
+            if stop and self.world.rank == 0:
+                log.warning(
+                    "SIGTERM: snapshot of step %d taken in %.3fs (after any save in flight); "
+                    "writing it", trainer.global_step, time.monotonic() - stopped,
+                )  # fmt: skip
         if stop:
             started = time.monotonic()
-            self.writer.wait()
-            if self.world.rank == 0:
+            self.writer.wait()  # a save in flight commits, or is killed whole by SIGKILL
+            if self.world.rank == 0 and fits:
                 last = self.writer.last
                 log.warning(
-                    "SIGTERM: emergency checkpoint %s committed %.2fs after the stop",
+                    "SIGTERM: emergency checkpoint %s committed %.2fs after the stop "
+                    "(%.2fs after the signal)",
                     last.key if last else "none",
                     time.monotonic() - started,
+                    time.monotonic() - (PREEMPTED.at or stopped),
                 )
             raise Preempted
 
@@ -272,6 +364,7 @@ class ProgressCallback(L.Callback):
     def __init__(self, world: World, resumed_step: int) -> None:
         self.world, self.first_step = world, resumed_step
         self.started = time.monotonic()
+        self.last: Progress | None = None  # the newest line logged
 
     def on_train_batch_end(
         self,
@@ -295,3 +388,44 @@ class ProgressCallback(L.Callback):
             rate=round(rate, 2),
         )
         log.info("%s", progress.line())
+        self.last = progress
+
+
+class TrainerStatusCallback(L.Callback):
+    """Rank 0, where Kubeflow Trainer asks for it (trainer_status.py): the newest progress,
+    rank 0's goodput so far this attempt and the newest committed checkpoint's step, posted
+    to the TrainJob's status as training goes, and once more when it ends."""
+
+    def __init__(
+        self,
+        reporter: TrainerStatusReporter,
+        progress: ProgressCallback,
+        saver: CheckpointCallback,
+        events: EventLog,
+        close_window: Callable[[], None],
+    ) -> None:
+        self.reporter, self.progress, self.saver, self.events = reporter, progress, saver, events
+        self.close_window = close_window  # the step profiler's: its steps into the events
+
+    def metrics(self) -> dict[str, float | int | None]:
+        with self.events.lock:
+            mine = events.RankEvents(self.saver.run.attempt, 0, list(self.events.events))
+        found = goodput.account([mine])
+        last = self.saver.writer.last
+        return {
+            "goodput": round(found.goodput, 4) if found else None,
+            "lastCheckpointStep": last.step if last else None,
+        }
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self.progress.last is not None:
+            self.reporter.offer(self.progress.last, self.metrics)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        last = self.progress.last
+        if last is not None:
+            self.close_window()  # the last steps, so that the goodput counts them
+            # Training is over (max_steps, or a callback stopped it early): all of it done.
+            step = trainer.global_step
+            final = replace(last, step=step, total=step, epoch=trainer.current_epoch)
+            self.reporter.offer(final, self.metrics, now=True)

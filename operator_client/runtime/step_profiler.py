@@ -11,7 +11,7 @@ from collections.abc import Callable
 from lightning.pytorch.profilers import Profiler
 
 from ..runstore import events
-from .goodput import EventLog
+from .event_log import EventLog
 
 # What an action Lightning profiles counts as (None: not measured).
 TRAIN, DATA, STALL, OUTPUTS = "train", "data", "stall", "outputs"

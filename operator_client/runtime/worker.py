@@ -7,7 +7,7 @@ operator_client.runtime.worker`), once per process on every node.
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import logging
 import os
 import platform
@@ -33,27 +33,11 @@ from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError, open_store
 from ..version import __version__
 from .context import RuntimeConfigError, World, job_from_env, run_store, scratch_dir
-from .goodput import EventLog
+from .event_log import EventLog
 from .gpu_monitor import GpuMonitor, nvml_sampler
 from .outputs import activate
 
 log = logging.getLogger("kctl_train.runtime")
-
-
-def import_object(path: str, field: str) -> Any:
-    """`package.module:Name` -> the object, with an error naming the spec field."""
-    module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise RuntimeConfigError(
-            f"{field}: cannot import {module_name!r} ({exc}); is the "
-            "package installed in the image?"
-        ) from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise RuntimeConfigError(f"{field}: {module_name!r} has no {attr!r}") from None
 
 
 @dataclass(frozen=True)
@@ -213,10 +197,12 @@ def build_trainer(
     callbacks: list[Any],
     backend: str,
     profiler: Any = None,
+    loggers: list[Any] | None = None,
 ) -> Any:
     """The Lightning Trainer: DDP over the torchrun world, our callbacks, the user's
-    trainer arguments; Lightning's own checkpointing and SIGTERM handling off; `profiler`
-    (goodput.StepProfiler) times the loop."""
+    trainer arguments, loggers and callbacks (after ours: the CSV log, which the report
+    reads, stays `trainer.logger`); Lightning's own checkpointing and SIGTERM handling
+    off; `profiler` (step_profiler.StepProfiler) times the loop."""
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
     from lightning.pytorch.strategies import DDPStrategy
@@ -230,7 +216,7 @@ def build_trainer(
         devices=world.local_world_size,
         num_nodes=world.num_nodes,
         strategy=DDPStrategy(process_group_backend=backend, checkpoint_io=ShardedCheckpointIO()),
-        logger=CSVLogger(scratch, name="metrics", version="csv"),
+        logger=[CSVLogger(scratch, name="metrics", version="csv"), *(loggers or ())],
         callbacks=callbacks,
         enable_checkpointing=False,
         enable_progress_bar=sys.stderr.isatty(),
@@ -299,8 +285,17 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
         Preempted,
         ProgressCallback,
         RunAttempt,
+        TrainerStatusCallback,
+    )
+    from .plugins import (
+        GoodputToLoggers,
+        build_callbacks,
+        build_loggers,
+        import_object,
+        upload_tensorboard,
     )
     from .step_profiler import StepProfiler
+    from .trainer_status import TrainerStatusReporter
 
     events.record("imports_done")
 
@@ -350,11 +345,24 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     saver = CheckpointCallback(
         job, attempt, scratch, start.step, history, verified, writers, writing
     )
-    callbacks = [ProgressCallback(world, start.step), saver, OutputsCallback(attempt, outputs)]
+    loggers = build_loggers(train.loggers or (), scratch, start.attempt)
+    progress = ProgressCallback(world, start.step)
+    callbacks = [
+        progress,
+        saver,
+        OutputsCallback(attempt, outputs),
+        *build_callbacks(train.callbacks or ()),
+    ]
+    if loggers:
+        callbacks.append(GoodputToLoggers(loggers, events, store, world.rank, attempt.barrier))
     profiler = StepProfiler(events)
-    trainer = build_trainer(job, world, scratch, callbacks, backend, profiler)
+    reporter = TrainerStatusReporter.from_env(os.environ) if world.rank == 0 else None
+    if reporter is not None:
+        status = TrainerStatusCallback(reporter, progress, saver, events, profiler.close_window)
+        callbacks.append(status)
+    trainer = build_trainer(job, world, scratch, callbacks, backend, profiler, loggers)
     profiler.step = lambda: int(trainer.global_step)
-    signal.signal(signal.SIGTERM, lambda signum, frame: PREEMPTED.set())
+    signal.signal(signal.SIGTERM, PREEMPTED.signal)
     gpu_monitor = start_gpu_monitor(job, world, store, start.attempt)
     try:
         trainer.fit(
@@ -365,9 +373,19 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
         )
     except Preempted:
         profiler.close_window()
+        if world.rank == 0:
+            upload_tensorboard(store, scratch)
         events.record("exit", reason="preempted")
         log.warning("stopped by SIGTERM; exiting %d so the job is retried", EXIT_PREEMPTED)
         return EXIT_PREEMPTED
+    except BaseException:
+        # The steps since the last window: the account counts them (wasted, once the next
+        # attempt resumes before them) instead of losing them in `recovery`.
+        profiler.close_window()
+        if world.rank == 0:
+            with contextlib.suppress(Exception):  # the crash is what the job must say
+                upload_tensorboard(store, scratch)
+        raise
     finally:
         if gpu_monitor is not None:
             gpu_monitor.stop()
@@ -375,6 +393,7 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     saver.finish(trainer)
     dist.barrier(group=control)
     if world.rank == 0:
+        upload_tensorboard(store, scratch)
         finalize(trainer, store, scratch, start.attempt, saver.metrics_file(trainer))
     dist.barrier(group=control)
     events.record("exit", reason="finished")
@@ -408,7 +427,8 @@ def main() -> int:
     """Entry point of each torchrun worker process."""
     rank = os.environ.get("RANK", "?")
     events = EventLog(int(rank) if rank.isdigit() else 0)
-    events.record("process_start")
+    # The pod's hostname: the account finds the pod's creation and scheduling by it.
+    events.record("process_start", host=os.environ.get("HOSTNAME") or platform.node())
     try:
         world = World.from_env(os.environ)
         configure_logging(world.rank)

@@ -52,14 +52,24 @@ RUNTIME_TRAINER_ARGS = {
     "strategy": _WORLD,
     "accelerator": _WORLD,
     "plugins": _WORLD,
-    "logger": ("is the runtime's CSV log, which the report and collect read; remove it"),
-    "callbacks": ("are the runtime's (checkpoints, outputs, progress); remove them"),
+    "logger": (
+        "is the runtime's CSV log, which the report and collect read; list yours in "
+        "spec.train.loggers instead"
+    ),
+    "callbacks": (
+        "are the runtime's (checkpoints, outputs, progress); list yours in "
+        "spec.train.callbacks instead"
+    ),
     "enable_checkpointing": "is off: checkpoints are spec.checkpoint; remove it",
     "default_root_dir": "is the runtime's scratch directory; remove it",
     "profiler": "is the runtime's goodput profiler (report's goodput account); remove it",
     "enable_progress_bar": "is the runtime's: progress lines in the logs; remove it",
     "enable_model_summary": "is off in the runtime; remove it",
 }
+
+# Lightning's checkpointing callbacks, by class name: the runtime saves its own checkpoints
+# (enable_checkpointing is off, and Lightning refuses one of these with it off).
+CHECKPOINT_CALLBACKS = frozenset({"ModelCheckpoint", "Checkpoint"})
 
 PRESET_LABELS: dict[str, dict[str, str]] = {
     # preset -> {spec field: node label}
@@ -142,6 +152,14 @@ def _what_to_run(job: TrainingJob) -> Iterator[FieldProblem]:
             yield FieldProblem(
                 ("spec", "train", "trainer", key), f"{key} {RUNTIME_TRAINER_ARGS[key]}"
             )
+        for i, callback in enumerate(spec.train.callbacks or ()):
+            if callback.class_.rpartition(":")[2] in CHECKPOINT_CALLBACKS:
+                yield FieldProblem(
+                    ("spec", "train", "callbacks", i, "class"),
+                    f"{callback.class_} would save Lightning's own checkpoints, which the "
+                    "runtime turns off: its checkpoints are spec.checkpoint (every, keep); "
+                    "remove this callback",
+                )
 
 
 def _node_range(job: TrainingJob) -> Iterator[FieldProblem]:
@@ -246,6 +264,18 @@ def _resume(job: TrainingJob) -> Iterator[FieldProblem]:
         problem = credentials_problem(resume) or path_problem(urlsplit(resume).path)
         if problem:
             yield FieldProblem(("spec", "checkpoint", "resume"), problem)
+
+
+def _best(job: TrainingJob) -> Iterator[FieldProblem]:
+    policy = job.spec.checkpoint
+    if policy.monitor is None:
+        for field, value in (("mode", policy.mode), ("keepBest", policy.keep_best)):
+            if value is not None:
+                yield FieldProblem(
+                    ("spec", "checkpoint", field),
+                    f"has no effect without spec.checkpoint.monitor (the metric to rank "
+                    f"checkpoints by, val_loss say): add it, or remove {field}",
+                )
 
 
 def _grace_period(job: TrainingJob) -> Iterator[FieldProblem]:
@@ -400,6 +430,7 @@ RULES: tuple[Callable[[TrainingJob], Iterator[FieldProblem]], ...] = (
     _env,
     _storage,
     _resume,
+    _best,
     _grace_period,
 )
 

@@ -126,6 +126,19 @@ class Metadata(_Model):
     annotations: dict[str, Text] = Field({}, description="Annotations added to the PyTorchJob.")
 
 
+class LightningPlugin(_Model):
+    """A Lightning logger or callback the runtime builds on every rank, beside its own."""
+
+    class_: Annotated[str, Field(pattern=IMPORT_PATH)] = Field(
+        alias="class",
+        description=(
+            "The class as `package.module:Class`, e.g. "
+            "`lightning.pytorch.loggers:TensorBoardLogger`."
+        ),
+    )
+    args: JsonArgs = Field({}, description="Keyword arguments for the class.")
+
+
 class TrainSpec(_Model):
     """What the runtime fits: Lightning import paths (like LightningCLI) and their args."""
 
@@ -144,6 +157,25 @@ class TrainSpec(_Model):
             "devices, num_nodes, strategy, accelerator, plugins, logger, callbacks, "
             "enable_checkpointing, default_root_dir, profiler, enable_progress_bar, "
             "enable_model_summary)."
+        ),
+    )
+    loggers: list[LightningPlugin] | None = Field(
+        None,
+        description=(
+            "Lightning loggers beside the runtime's CSV log (which the report reads): "
+            "TensorBoardLogger (its event files go to the run store's `tensorboard/` unless "
+            "`args.save_dir` says where), MLFlowLogger, WandbLogger, CSVLogger, any Logger. "
+            "Logged to from rank 0, as Lightning does; the goodput account is logged to them "
+            "at the end. None: the CSV log alone."
+        ),
+    )
+    callbacks: list[LightningPlugin] | None = Field(
+        None,
+        description=(
+            "Lightning callbacks beside the runtime's (checkpoints, outputs, progress): "
+            "EarlyStopping (a run it stops ends finished, with a final checkpoint), "
+            "LearningRateMonitor, your own. Not ModelCheckpoint: checkpoints are "
+            "spec.checkpoint. None: the runtime's alone."
         ),
     )
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = Field(
@@ -306,6 +338,31 @@ class CheckpointPolicy(_Model):
             "save (counted in metrics/checkpoints.csv). The final and the SIGTERM save wait."
         ),
     )
+    monitor: Annotated[str, Field(min_length=1, max_length=128)] | None = Field(
+        None,
+        description=(
+            "A metric the LightningModule logs (val_loss): each checkpoint records its value "
+            "when saved; retention keeps the best keepBest by it beside the newest keep, and "
+            "`collect --checkpoint best` takes the best. None: the newest only."
+        ),
+    )
+    mode: Literal["min", "max"] | None = Field(
+        None, description="Whether smaller (min, the default) or larger monitor values are better."
+    )
+    keep_best: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = Field(
+        None,
+        description=(
+            "Checkpoints kept for their monitor value besides the newest keep (default 1 "
+            "with a monitor)."
+        ),
+    )
+
+    @property
+    def best(self) -> tuple[str, str, int] | None:
+        """(monitor, mode, how many best to keep) with the defaults, None without a monitor."""
+        if self.monitor is None:
+            return None
+        return self.monitor, self.mode or "min", 1 if self.keep_best is None else self.keep_best
 
 
 class Storage(_Model):

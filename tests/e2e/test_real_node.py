@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import time
@@ -102,8 +103,9 @@ def _long_job(tmp_path: Path, name: str, steps: int) -> Path:
     return path
 
 
-def _assert_complete(out: Path) -> None:
-    """A collected kind-cpu run: its final checkpoint, every rank's outputs, the report."""
+def _assert_complete(out: Path, *, pods: bool = True) -> None:
+    """A collected kind-cpu run: its final checkpoint, every rank's outputs, the report;
+    `pods`: collected through the job (not `--from` its store), which knows its pods."""
     assert (out / "_SUCCESS").is_file()
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000000000300"]
     assert (out / "checkpoints/step-000000000300/MANIFEST.json").is_file()
@@ -113,6 +115,11 @@ def _assert_complete(out: Path) -> None:
     assert {r["rank"] for r in rows} == {"0", "1"}
     assert len({(r["epoch"], r["sample"]) for r in rows}) == len(rows) > 0
     assert (out / "report.png").is_file() and (out / "report.txt").is_file()
+    # Every rank-second accounted, the time before each process split by what the API
+    # server and the kubelet said of its pod (made, bound, started).
+    goodput = json.loads((out / "summary.json").read_text())["goodput"]
+    assert sum(goodput["categories"].values()) == pytest.approx(goodput["total_s"], rel=0.01)
+    assert (goodput["categories"]["container_start"] > 0) is pods, goodput["categories"]
 
 
 def _as_trainjob(tmp_path: Path, name: str) -> Path:
@@ -329,6 +336,6 @@ def test_the_trainjob_runs_unchanged_on_kubeflows_torch_distributed(
             "--endpoint", S3, "--to", str(out),
         )  # fmt: skip
         assert collected.returncode == 0, collected.stderr
-        _assert_complete(out)
+        _assert_complete(out, pods=False)
     finally:
         cluster.kctl("delete", name, "-n", NAMESPACE, "--wait")

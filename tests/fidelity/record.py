@@ -150,9 +150,13 @@ def _settle(
             pods, seen, settled = now, failures, time.monotonic()
         elif failures != before:
             # A controller failed to create something and retries with backoff (the
-            # training-operator each time in Go's random order of replica types): what it
-            # made and reported is settled once nothing changed for FAILED_SETTLE_S.
-            if time.monotonic() - settled >= FAILED_SETTLE_S:
+            # training-operator each time in Go's random order of replica types, stopping
+            # at the first refusal): what it made and reported is settled once nothing
+            # changed for FAILED_SETTLE_S and, for a PyTorchJob, each of its pods was made
+            # or refused (else until `limit`: a retry that starts with the other type).
+            if time.monotonic() - settled >= FAILED_SETTLE_S and _every_pod_tried(
+                kind, name, pods, failures
+            ):
                 break
         elif (
             time.monotonic() - settled >= SETTLE_S
@@ -162,6 +166,25 @@ def _settle(
             break
         time.sleep(0.5)
     return pods
+
+
+def _every_pod_tried(kind: str, name: str, pods: list[dict[str, Any]], failures: list[str]) -> bool:
+    """Whether each pod a PyTorchJob asks for exists or was refused by name (the
+    training-operator names a pod it could not create: `Pod "<job>-worker-0" is
+    invalid`); for a TrainJob, whose Jobs the Job controller fills, always."""
+    if kind != "pytorchjob":
+        return True
+    done = _kubectl("get", kind, name, "-n", NAMESPACE, "-o", "json")
+    if done.returncode != 0:
+        return True
+    specs = json.loads(done.stdout)["spec"]["pytorchReplicaSpecs"]
+    made = {p["metadata"]["name"] for p in pods}
+    wanted = {
+        f"{name}-{rtype.lower()}-{i}"
+        for rtype, spec in specs.items()
+        for i in range(int((spec or {}).get("replicas", 1)))
+    }
+    return all(pod in made or any(f'"{pod}"' in f for f in failures) for pod in wanted)
 
 
 def _jobs_have_their_pods(kind: str, name: str, pods: list[dict[str, Any]]) -> bool:

@@ -439,6 +439,17 @@ class Api:
         )
         return [f"{e.get('reason', '?')}: {e.get('message', '')}" for e in body.get("items", [])]
 
+    def pulled(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's `Pulled` events (the kubelet's, one per image a pod's container
+        got: pulled, or already present), as the API server still keeps them (an hour)."""
+        body = self.raw(
+            "image pull events",
+            self.core.list_namespaced_event,
+            namespace,
+            field_selector="reason=Pulled",
+        )
+        return [e for e in body.get("items", []) if isinstance(e, dict)]
+
     def log_lines(
         self,
         namespace: str,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import threading
 import time
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -304,6 +305,14 @@ class KubernetesBackend(Backend):
         finally:
             done.set()
 
+    def image_pulls(self, view: JobView) -> dict[str, float]:
+        pods = view.raw.get("pods") or []
+        try:
+            events = self.api.pulled(view.namespace)
+        except ClusterError:
+            return {}  # the account goes without: the pull stays in container_start
+        return image_pull_seconds(events, pods)
+
     def _kind(self, namespace: str, name: str) -> Kind:
         """Which kind the job of that name is (JobNotFound when there is none)."""
         obj = self.api.find(namespace, name)
@@ -521,7 +530,65 @@ def _replica(
         exit_code=_exit_code(pod, kind.container),
         problems=(*pod_problems(pod), *warnings),
         node=pod.get("spec", {}).get("nodeName") or "-",
+        created=_epoch(pod["metadata"].get("creationTimestamp")),
+        scheduled=_epoch(_condition_time(pod, "PodScheduled")),
+        started=_first_start(pod, kind.container),
     )
+
+
+# The kubelet's words (pkg/kubelet/images/image_manager.go): the second duration is what
+# the pod waited, a pull serialized behind others included.
+_PULLED = re.compile(r"Successfully pulled image .* in \S+ \((?P<waited>\S+) including waiting\)")
+_GO_DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>h|ms|us|µs|ns|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go duration as Go prints one (`1m2.5s`, `512ms`), or None."""
+    parts = list(_GO_DURATION.finditer(text))
+    if not parts or "".join(p.group(0) for p in parts) != text:
+        return None
+    return sum(float(p["n"]) * _UNIT_SECONDS[p["unit"]] for p in parts)
+
+
+def image_pull_seconds(
+    events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+) -> dict[str, float]:
+    """Seconds each pod waited for its images, from the kubelet's Pulled events of that
+    very pod (its uid: a pod of the same name before it keeps its events); an image that
+    was already present costs nothing."""
+    uids = {p["metadata"].get("uid"): p["metadata"]["name"] for p in pods}
+    waited: dict[str, float] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        pod = uids.get(involved.get("uid"))
+        if pod is None or involved.get("kind") != "Pod" or event.get("reason") != "Pulled":
+            continue
+        found = _PULLED.search(str(event.get("message", "")))
+        seconds = go_duration(found["waited"]) if found else 0.0
+        waited[pod] = waited.get(pod, 0.0) + (seconds or 0.0)
+    return waited
+
+
+def _condition_time(pod: Mapping[str, Any], kind: str) -> str | None:
+    """When the pod's condition of this type last became True."""
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            found = cond.get("lastTransitionTime")
+            return found if isinstance(found, str) else None
+    return None
+
+
+def _first_start(pod: Mapping[str, Any], container: str) -> float | None:
+    """When the trainer container first started: its current start while it has not
+    restarted (after a restart the kubelet keeps only the newest)."""
+    for cs in pod.get("status", {}).get("containerStatuses") or []:
+        if cs.get("name") != container or cs.get("restartCount"):
+            continue
+        for state in (cs.get("state") or {}).values():
+            if isinstance(state, dict) and isinstance(state.get("startedAt"), str):
+                return _epoch(state["startedAt"])
+    return None
 
 
 def _exit_code(pod: Mapping[str, Any], container: str) -> int | None:

@@ -673,6 +673,9 @@ def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
         exit_code=r.exit_code,
         problems=problems,
         node=f"{r.address or 'localhost'} (pid {r.pid})" if r.pid else "-",
+        created=r.created,
+        scheduled=r.created,  # no scheduler: bound to this machine when made
+        started=r.first_started,
     )
 
 

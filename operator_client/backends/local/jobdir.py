@@ -62,6 +62,10 @@ class LocalReplica:
     log: str = ""
     address: str | None = None  # in a pod sandbox: its address and network namespace
     netns: str | None = None
+    # When the supervisor made the replica and first started its process (epoch seconds):
+    # a pod's creation and its container's first start.
+    created: float | None = None
+    first_started: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         body = {
@@ -71,6 +75,8 @@ class LocalReplica:
         }  # fmt: skip
         if self.address is not None:
             body |= {"address": self.address, "netns": self.netns}
+        if self.created is not None:
+            body |= {"created": self.created, "firstStarted": self.first_started}
         return body
 
     @classmethod
@@ -80,6 +86,9 @@ class LocalReplica:
 
         def optional_text(name: str) -> str | None:
             return doc.text(name) if doc.has(name) else None
+
+        def optional_number(name: str) -> float | None:
+            return doc.number(name) if doc.has(name) else None
 
         return cls(
             name=doc.text("name"),
@@ -93,6 +102,8 @@ class LocalReplica:
             log=doc.text("log") if doc.has("log") else "",
             address=optional_text("address"),
             netns=optional_text("netns"),
+            created=optional_number("created"),
+            first_started=optional_number("firstStarted"),
         )
 
 

@@ -120,6 +120,7 @@ def replica_env(
         ),
         **workload.operator_env(replica.type, replica.index, address=address, port=port),
     }
+    env["HOSTNAME"] = replica.name  # as the container runtime sets it: the pod's hostname
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
         if env.get("HOME") == POD_TMP:

@@ -75,6 +75,7 @@ class Supervisor:
         self.started_groups: list[str] = []
         self.counted_restarts = 0
         self.started = time.time()
+        self.first_started: dict[str, float] = {}  # replica -> its process's first start
         self.completed: float | None = None
         self.env = dict(env)
         self.delays = restart_delays(env)
@@ -201,6 +202,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the container's processes
             )
+        self.first_started.setdefault(replica.name, time.time())
         self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE, exit_code=None)
 
     def _faults(self) -> None:
@@ -399,6 +401,10 @@ class Supervisor:
                     log=str(self.job.log(r.name)),
                     address=pods.where(r.name)[0] if pods else None,
                     netns=pods.where(r.name)[1] if pods else None,
+                    # No scheduler and no image pull here: a replica is made when the
+                    # supervisor starts, and waits only for its group's turn.
+                    created=self.started,
+                    first_started=self.first_started.get(r.name),
                 )
                 for r in self.replicas.values()
             ),

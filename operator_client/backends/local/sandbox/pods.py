@@ -138,7 +138,6 @@ class SandboxPods(Pods):
         pod_env = replica_env(
             self.workload, replica, base=base, pod_ip=address, secrets=env, objects=self.objects
         )
-        pod_env["HOSTNAME"] = replica.name  # as the container runtime sets it
         if view is not None:
             # The working directory plays the image's WORKDIR: its modules are importable.
             pod_env["PYTHONPATH"] = os.getcwd()

@@ -26,6 +26,7 @@ class EventLog:
         self.rank, self.clock = rank, clock
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.writing = threading.Lock()  # one flush at a time: the newest copy lands last
         self.store: ObjectStore | None = None
         self.attempt = 0
         self.stopped = threading.Event()
@@ -53,12 +54,13 @@ class EventLog:
     def flush(self) -> None:
         if self.store is None:
             return
-        with self.lock:
-            data = events.dumps(self.events)
-        # A store that fails now fails the checkpoints too, which say so; the account is
-        # not worth failing a training run for.
-        with contextlib.suppress(Exception):
-            self.store.put_bytes(events.key(self.attempt, self.rank), data)
+        with self.writing:
+            with self.lock:
+                data = events.dumps(self.events)
+            # A store that fails now fails the checkpoints too, which say so; the account
+            # is not worth failing a training run for.
+            with contextlib.suppress(Exception):
+                self.store.put_bytes(events.key(self.attempt, self.rank), data)
 
     def close(self) -> None:
         self.stopped.set()

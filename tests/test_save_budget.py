@@ -1,0 +1,59 @@
+"""What an emergency save needs on a job (runstore/checkpoint_log.budget) and whether the
+grace period holds it (runtime/callbacks.emergency_save_fits): pure rules, tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from operator_client.runstore import checkpoint_log
+
+
+def row(stall: str, write: str, commit: str, size: str = "100") -> dict[str, str]:
+    return {"step": "1", "stall_s": stall, "write_s": write, "commit_s": commit, "bytes": size}
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([], None),
+        ([row("x", "1", "1"), row("1", "nan", "1"), {"step": "1"}], None),
+        # One save of 0.5 + 2 + 0.5: one in flight needs its 2.5, this one 3, exit 3.
+        ([row("0.5", "2", "0.5")], (1, 3.0, 2.5, 8.5)),
+        # The 95th percentile of 20 saves is the 19th: one slow save of 20 is not it,
+        # two are.
+        ([row("0", "1", "0")] * 19 + [row("0", "9", "0")], (20, 1.0, 1.0, 5.0)),
+        ([row("0", "1", "0")] * 18 + [row("0", "9", "0")] * 2, (20, 9.0, 9.0, 21.0)),
+    ],
+)
+def test_the_budget_is_a_save_in_flight_then_one_more(
+    rows: list[dict[str, str]], expected: tuple[int, float, float, float] | None
+) -> None:
+    found = checkpoint_log.budget(rows)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    assert (found.saves, found.save_s, found.in_flight_s, found.emergency_save_s) == expected
+    assert found.size_bytes == 100
+
+
+@pytest.mark.parametrize(
+    ("measured", "grace", "since", "in_flight", "fits"),
+    [
+        (False, 1.0, 0.0, True, True),  # nothing measured yet: try
+        # A save 3 s, one in flight 2.5 s more, and 3 s to exit.
+        (True, 30.0, 0.0, True, True),
+        (True, 30.0, 21.5, True, True),
+        (True, 30.0, 21.6, True, False),  # the stop came late in the grace period
+        (True, 30.0, 24.0, False, True),  # ... but nothing was in flight: 6 s suffice
+        (True, 5.0, 0.0, False, False),
+    ],
+)
+def test_a_save_is_started_only_when_the_grace_period_holds_it(
+    measured: bool, grace: float, since: float, in_flight: bool, fits: bool
+) -> None:
+    pytest.importorskip("lightning", reason="the runtime extra is not installed")
+    from operator_client.runtime.callbacks import emergency_save_fits
+
+    budget = checkpoint_log.budget([row("0.5", "2", "0.5")]) if measured else None
+    assert emergency_save_fits(budget, grace, since, in_flight) is fits
