@@ -135,10 +135,17 @@ valid_jobs = st.fixed_dictionaries(
                 ),
                 "nodePool": st.one_of(
                     st.fixed_dictionaries(
-                        {"preset": st.just("gke"), "pool": names, "accelerator": names}
+                        {"preset": st.just("gke"), "pool": names, "accelerator": names},
+                        optional={"spot": st.booleans()},
                     ),
-                    st.fixed_dictionaries({"preset": st.just("eks"), "pool": names}),
-                    st.fixed_dictionaries({"preset": st.just("aks"), "pool": names}),
+                    st.fixed_dictionaries(
+                        {"preset": st.sampled_from(["eks", "aks"]), "pool": names},
+                        optional={"spot": st.booleans()},
+                    ),
+                    st.fixed_dictionaries(
+                        {"preset": st.just("karpenter"), "spot": st.booleans()},
+                        optional={"nodeSelector": st.dictionaries(names, names, max_size=2)},
+                    ),
                     st.fixed_dictionaries({"preset": st.just("gfd"), "accelerator": names}),
                     st.fixed_dictionaries({"nodeSelector": st.dictionaries(names, names)}),
                 ),
@@ -161,6 +168,7 @@ valid_jobs = st.fixed_dictionaries(
                         "backoffLimit": st.integers(0, 10),
                         "restartPolicy": st.sampled_from(["OnFailure", "ExitCode", "Never"]),
                         "activeDeadline": st.sampled_from(["1h", "72h", "90s"]),
+                        "terminationGracePeriod": st.sampled_from(["auto", "10s", "5m"]),
                     },
                 ),
                 "storage": st.fixed_dictionaries(

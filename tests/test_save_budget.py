@@ -57,3 +57,19 @@ def test_a_save_is_started_only_when_the_grace_period_holds_it(
 
     budget = checkpoint_log.budget([row("0.5", "2", "0.5")]) if measured else None
     assert emergency_save_fits(budget, grace, since, in_flight) is fits
+
+
+@pytest.mark.parametrize(
+    ("window", "ends"),
+    [
+        (None, "and 3s to exit)"),
+        (30, "; a preempted pod has 30s: it fits"),
+        (8, "; a preempted pod has 8s: it does NOT fit: work would be lost"),
+    ],
+)
+def test_the_budget_in_words_beside_the_window(window: int | None, ends: str) -> None:
+    found = checkpoint_log.budget([row("0.5", "2", "0.5")])
+    assert found is not None
+    text = found.against(window)
+    assert text.startswith("an emergency save needs 8.5s (a save in flight 2.5s, then one 3.0s")
+    assert text.endswith(ends)

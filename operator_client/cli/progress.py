@@ -169,14 +169,9 @@ def _budget(handle: JobHandle) -> SaveBudget | None:
 
 
 def _budget_text(handle: JobHandle) -> str:
-    """`an emergency save needs 8.5s on this job (...)`, or ""."""
+    """`an emergency save needs 8.5s (...); a preempted pod has 30s: it fits`, or ""."""
     found = _budget(handle)
-    if found is None:
-        return ""
-    return (
-        f"an emergency save needs {found.emergency_save_s:.1f}s on this job (measured over "
-        f"{found.saves} saves; the pods' grace period must hold it)"
-    )
+    return "" if found is None else found.against(handle.save_window())
 
 
 def store_lines(handle: JobHandle, timeout: float) -> list[str]:

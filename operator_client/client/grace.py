@@ -29,21 +29,29 @@ def grace_warning(job: TrainingJob, source: str) -> SpecIssue | None:
         return None
     if found is None:
         return None
-    grace = job.spec.fault.termination_grace_period.seconds
-    if grace >= found.emergency_save_s:
+    spec = job.spec
+    window = spec.save_window_seconds
+    if window >= found.emergency_save_s:
         return None
     wanted = math.ceil(found.emergency_save_s * 1.5)
+    if spec.spot_notice_seconds == window:
+        what = f"{window}s, the {spec.node_pool.preset} spot notice,"
+        longer = f"a pool without spot (nodePool.spot: false) with a grace of {wanted}s"
+    else:
+        what = f"{window}s"
+        longer = f"give at least {wanted}s"
     return SpecIssue(
         source,
         0,
         0,
         "spec.fault.terminationGracePeriod",
-        f"{grace}s is shorter than an emergency save needs on this run "
+        f"{what} is shorter than an emergency save needs on this run "
         f"({found.emergency_save_s:.1f}s: a save in flight finishing, "
         f"{found.in_flight_s:.1f}s, then the emergency save, {found.save_s:.1f}s, each the "
         f"95th percentile of {found.saves} saves in {checkpoint_log.KEY}, and "
         f"{checkpoint_log.MARGIN_SECONDS:.0f}s to exit): a preempted pod would not save, and "
-        f"the work since the last checkpoint is lost; give at least {wanted}s, save less "
-        "often or less per rank (more nodes), or take checkpoint.whenBusy: skip",
+        f"the work since the last checkpoint is lost; {longer}, save less per rank (more "
+        "nodes), take checkpoint.whenBusy: skip (no save in flight to wait for), or save "
+        "more often (less to lose)",
         "warning",
     )

@@ -159,6 +159,17 @@ class JobHandle:
         store = self._backend.store_of(self.status(), endpoint=endpoint)
         return checkpoint_log.budget(checkpoint_log.read(store))
 
+    def save_window(self) -> int | None:
+        """Seconds from SIGTERM to SIGKILL a preempted pod of this job has: its grace
+        period, cut to the spot notice on spot nodes (None: not rendered by kctl-train)."""
+        from ..spec.document import NotRenderedError, job_of
+
+        try:
+            job = job_of(dict(self.manifest or self.status().raw))
+        except (NotRenderedError, ValueError, KeyError):
+            return None
+        return job.spec.save_window_seconds
+
     def stop(self, *, force: bool = False) -> bool:
         """Stop the job (locally: with an emergency checkpoint; force: at once). False
         where the backend leaves it running (a cluster)."""

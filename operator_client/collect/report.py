@@ -18,6 +18,7 @@ from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.documents import Document
 from ..runstore.goodput import CATEGORIES
 from ..runstore.metrics import KEY as METRICS_KEY
+from ..spec import providers
 from ..spec.units import Duration
 from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
@@ -58,8 +59,9 @@ class Report:
     ignored: list[str] = field(default_factory=list)  # files passed over, and why
     # summary.json's goodput account (runstore/goodput.py), None where none was recorded
     goodput: dict[str, Any] | None = None
-    # The pods' terminationGracePeriod the run was given (run.json's spec), where known
-    grace_seconds: int | None = None
+    # SIGTERM to SIGKILL as the run's pods had it (run.json's spec: the grace period, cut
+    # to the spot notice on spot nodes), where known
+    save_window: int | None = None
 
 
 def _float(text: str | None) -> float | None:
@@ -206,7 +208,7 @@ def build(directory: Path) -> Report:
         saves=_saves(directory / checkpoint_log.KEY, ignored),
         ignored=ignored,
         goodput=_goodput(summary.get("goodput")),
-        grace_seconds=_grace(directory / runinfo.RUN_JSON),
+        save_window=_save_window(directory / runinfo.RUN_JSON),
     )
 
 
@@ -220,13 +222,18 @@ def _recorded_best(value: Any) -> dict[str, Any] | None:
     return {"step": int(step), "metric": metric, "value": score}
 
 
-def _grace(run_json: Path) -> int | None:
-    """The grace period in run.json's spec (None: no run.json, or not one kctl-train
-    wrote)."""
+def _save_window(run_json: Path) -> int | None:
+    """SIGTERM to SIGKILL as the pods of run.json's spec saw it: the grace period, cut to
+    the spot notice on spot nodes (None: no run.json, or not one kctl-train wrote)."""
     try:
-        spec = _object(_object(read_json(run_json)).get("spec")).get("spec")
-        grace = _object(_object(spec).get("fault")).get("terminationGracePeriod")
-        return Duration.parse(grace).seconds if isinstance(grace, str) else None
+        spec = _object(_object(_object(read_json(run_json)).get("spec")).get("spec"))
+        grace = _object(spec.get("fault")).get("terminationGracePeriod")
+        pool = _object(spec.get("nodePool"))
+        preset = pool.get("preset", "none")
+        if not isinstance(grace, str) or not isinstance(preset, str):
+            return None
+        seconds = None if grace == "auto" else Duration.parse(grace).seconds
+        return providers.save_window_seconds(seconds, preset, pool.get("spot") is True)
     except (OSError, ValueError):
         return None
 
@@ -354,7 +361,7 @@ def text(report: Report) -> str:
             rows.append(("emergency save", f"step {step}: committed {seconds:.2f}s after the stop"))
         budget = checkpoint_log.budget(report.saves)
         if budget is not None:
-            rows.append(("preemption", _preemption(budget, report.grace_seconds)))
+            rows.append(("preemption", budget.against(report.save_window)))
     for gpu, (_, utils) in sorted(report.gpu.items()):
         rows.append((f"{gpu} util", f"mean {sum(utils) / len(utils):.0f}%, max {max(utils):.0f}%"))
     if not report.gpu:
@@ -363,19 +370,6 @@ def text(report: Report) -> str:
     width = max(len(label) for label, _ in rows) + 2
     lines += [f"  {label:<{width}}{value}" for label, value in rows]
     return "\n".join(lines + goodput_table(report.goodput)) + "\n"
-
-
-def _preemption(budget: checkpoint_log.SaveBudget, grace: int | None) -> str:
-    """What an emergency save needs on this run beside the grace period it had."""
-    needs = (
-        f"an emergency save needs {budget.emergency_save_s:.1f}s (a save in flight "
-        f"{budget.in_flight_s:.1f}s, then one {budget.save_s:.1f}s: 95th percentiles of "
-        f"{budget.saves} saves, and {checkpoint_log.MARGIN_SECONDS:.0f}s to exit)"
-    )
-    if grace is None:
-        return needs
-    verdict = "fits" if budget.emergency_save_s <= grace else "does NOT fit: work would be lost"
-    return f"{needs}; the grace period is {grace}s: it {verdict}"
 
 
 def goodput_table(goodput: dict[str, Any] | None) -> list[str]:

@@ -145,7 +145,7 @@ def _pod_spec(job: TrainingJob) -> dict[str, Any]:
     if spec.scheduling.priority_class_name:
         pod["priorityClassName"] = spec.scheduling.priority_class_name
     pod["securityContext"] = pod_security_context()
-    pod["terminationGracePeriodSeconds"] = spec.fault.termination_grace_period.seconds
+    pod["terminationGracePeriodSeconds"] = spec.grace_seconds
     pod["volumes"] = pod_volumes(spec.resources.shared_memory.text)
     return pod
 

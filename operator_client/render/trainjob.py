@@ -77,7 +77,7 @@ def _patch(job: TrainingJob) -> dict[str, Any]:
         pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
     pod.update(placement(job))
     pod["securityContext"] = pod_security_context()
-    pod["terminationGracePeriodSeconds"] = spec.fault.termination_grace_period.seconds
+    pod["terminationGracePeriodSeconds"] = spec.grace_seconds
     pod["volumes"] = pod_volumes(spec.resources.shared_memory.text)
     pod["containers"] = [
         {

@@ -75,6 +75,18 @@ class SaveBudget:
         when there is one."""
         return self.save_s + MARGIN_SECONDS + (self.in_flight_s if in_flight else 0.0)
 
+    def against(self, window: int | None) -> str:
+        """In words, beside the seconds a preempted pod has to save (None: not known)."""
+        needs = (
+            f"an emergency save needs {self.emergency_save_s:.1f}s (a save in flight "
+            f"{self.in_flight_s:.1f}s, then one {self.save_s:.1f}s: 95th percentiles of "
+            f"{self.saves} saves, and {MARGIN_SECONDS:.0f}s to exit)"
+        )
+        if window is None:
+            return needs
+        fits = "fits" if self.emergency_save_s <= window else "does NOT fit: work would be lost"
+        return f"{needs}; a preempted pod has {window}s: it {fits}"
+
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode()
 

@@ -135,9 +135,9 @@ class CheckpointCallback(L.Callback):
         policy = job.spec.checkpoint
         self.every_steps, self.every_seconds = policy.every.steps, policy.every.seconds
         self.when_busy = policy.when_busy
-        # The pod's terminationGracePeriodSeconds as the job renders it (a TrainJob's pods
-        # take it from kctl-train's runtime, whose value the spec's default is).
-        self.grace = float(job.spec.fault.termination_grace_period.seconds)
+        # SIGTERM to SIGKILL as this job's pods see it: the rendered grace period, cut to
+        # the spot notice on spot nodes.
+        self.grace = float(job.spec.save_window_seconds)
         self.last_saved_step = resumed_step
         self.last_save_time = time.monotonic()
         self.first_step = resumed_step

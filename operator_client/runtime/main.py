@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # On SIGTERM the agent forwards it to the workers, then SIGKILLs them after this many
     # seconds (torch's default: 30): give the emergency checkpoint the pod's whole grace
     # period, less a little for the agent's own exit.
-    grace = job.spec.fault.termination_grace_period.seconds
+    grace = job.spec.save_window_seconds
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(grace - 3, 1)))
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from . import k8s_names
 from .model import NodeRange, TrainingJob
+from .providers import PRESET_LABELS, SPOT_LABELS
 from .urls import credentials_problem, path_problem
 
 Loc = tuple[str | int, ...]
@@ -70,22 +71,6 @@ RUNTIME_TRAINER_ARGS = {
 # Lightning's checkpointing callbacks, by class name: the runtime saves its own checkpoints
 # (enable_checkpointing is off, and Lightning refuses one of these with it off).
 CHECKPOINT_CALLBACKS = frozenset({"ModelCheckpoint", "Checkpoint"})
-
-PRESET_LABELS: dict[str, dict[str, str]] = {
-    # preset -> {spec field: node label}
-    "gke": {
-        "accelerator": "cloud.google.com/gke-accelerator",
-        "pool": "cloud.google.com/gke-nodepool",
-    },
-    "eks": {"pool": "eks.amazonaws.com/nodegroup"},
-    "aks": {"pool": "kubernetes.azure.com/agentpool"},
-    "karpenter": {
-        "accelerator": "karpenter.k8s.aws/instance-gpu-name",
-        "pool": "karpenter.sh/nodepool",
-    },
-    "gfd": {"accelerator": "nvidia.com/gpu.product"},
-    "none": {},
-}
 
 
 @dataclass(frozen=True)
@@ -214,6 +199,13 @@ def _node_pool(job: TrainingJob) -> Iterator[FieldProblem]:
                 f"the {pool.preset!r} preset has no {field} label; presets with "
                 f"one: {', '.join(usable)} (or use nodePool.nodeSelector)",
             )
+    if pool.spot and pool.preset not in SPOT_LABELS:
+        yield FieldProblem(
+            ("spec", "nodePool", "spot"),
+            f"the {pool.preset!r} preset knows no spot nodes; presets that do: "
+            f"{', '.join(SPOT_LABELS)} (or select spot nodes with nodePool.nodeSelector, "
+            "and give fault.terminationGracePeriod as your provider's notice)",
+        )
     for i, tol in enumerate(pool.tolerations):
         if tol.operator == "Exists" and tol.value is not None:
             yield FieldProblem(
@@ -279,7 +271,7 @@ def _best(job: TrainingJob) -> Iterator[FieldProblem]:
 
 
 def _grace_period(job: TrainingJob) -> Iterator[FieldProblem]:
-    if job.spec.fault.termination_grace_period.seconds == 0:
+    if job.spec.grace_seconds == 0:
         yield FieldProblem(
             ("spec", "fault", "terminationGracePeriod"),
             "0s leaves no time for the emergency checkpoint on preemption",
@@ -411,6 +403,16 @@ def warnings(job: TrainingJob) -> list[FieldProblem]:
                 ("spec", "network", "profile"),
                 f"the {spec.network.profile} profile on CPU-only nodes: NCCL "
                 "is not used without GPUs",
+            )
+        )
+    notice = spec.spot_notice_seconds
+    if notice is not None and spec.grace_seconds > notice:
+        found.append(
+            FieldProblem(
+                ("spec", "fault", "terminationGracePeriod"),
+                f"{spec.grace_seconds}s, but a {spec.node_pool.preset} spot node is gone "
+                f"{notice}s after its notice whatever the pods ask for: the emergency save "
+                f"gets {notice}s; write auto to say so",
             )
         )
     return found

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from ..contract import DEFAULT_BACKOFF_LIMIT
+from . import providers
 from .units import INT32_MAX, INT64_MAX, Duration, Every, Quantity
 from .urls import check_endpoint, check_store_url
 
@@ -248,6 +249,16 @@ class NodePool(_Model):
         [], description="Extra tolerations (added after the GPU and preset tolerations)."
     )
     affinity: JsonArgs = Field({}, description="Raw Kubernetes affinity, passed through unchanged.")
+    spot: bool | None = Field(
+        None,
+        description=(
+            "true: run on the preset's spot (preemptible) capacity: its spot node label is "
+            "selected (and its spot taint tolerated on GKE and AKS), and the provider's notice "
+            "bounds the time to save on preemption: 30s on GKE and AKS, 120s on EKS and "
+            "Karpenter (fault.terminationGracePeriod: auto takes it). Needs a cloud preset. "
+            "None or false: whatever capacity the pool has."
+        ),
+    )
 
 
 class Toleration(_Model):
@@ -307,9 +318,13 @@ class FaultPolicy(_Model):
     active_deadline: Duration | None = Field(
         None, description="Wall-time limit of the whole job, e.g. 72h."
     )
-    termination_grace_period: Duration = Field(
+    termination_grace_period: Literal["auto"] | Duration = Field(
         Duration.parse("120s"),
-        description="Time between SIGTERM and SIGKILL: the emergency checkpoint must fit in it.",
+        description=(
+            "Time between SIGTERM and SIGKILL: the emergency checkpoint must fit in it. auto: "
+            "the spot notice of the node pool (nodePool.spot: 30s on GKE and AKS, 120s on EKS "
+            "and Karpenter), 120s elsewhere."
+        ),
     )
 
 
@@ -470,6 +485,30 @@ class JobSpec(_Model):
     )
     monitoring: Monitoring = Field(default_factory=Monitoring)
     cleanup: Cleanup = Field(default_factory=Cleanup)
+
+    @property
+    def spot_notice_seconds(self) -> int | None:
+        """How long a spot node lives after its provider's notice (None: not spot, or no
+        known limit)."""
+        return providers.spot_notice_seconds(self.node_pool.preset, self.node_pool.spot is True)
+
+    @property
+    def grace_seconds(self) -> int:
+        """The pods' terminationGracePeriodSeconds, `auto` resolved."""
+        return providers.grace_seconds(
+            self._grace, self.node_pool.preset, self.node_pool.spot is True
+        )
+
+    @property
+    def save_window_seconds(self) -> int:
+        """SIGTERM to SIGKILL as a preempted pod will see it (providers.save_window_seconds)."""
+        pool = self.node_pool
+        return providers.save_window_seconds(self._grace, pool.preset, pool.spot is True)
+
+    @property
+    def _grace(self) -> int | None:
+        grace = self.fault.termination_grace_period
+        return None if grace == "auto" else grace.seconds
 
 
 class TrainingJob(_Model):
