@@ -142,6 +142,6 @@ def test_apply_predicts_a_resume_from_a_listing_without_reading_the_checkpoint(
         return original(key, *args)  # type: ignore[arg-type]
 
     store.get_bytes = counting  # type: ignore[method-assign]
-    found = checkpoints.newest_complete(store)
+    found = checkpoints.first_complete(store, checkpoints.committed(store))
     assert found is not None and found.step == 10
     assert all(key.endswith("MANIFEST.json") for key in reads), reads

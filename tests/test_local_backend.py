@@ -339,6 +339,48 @@ def test_the_best_checkpoint_by_a_monitor_is_kept_and_collected(
     assert wrong.returncode != 0 and "no committed checkpoint at that step" in wrong.stderr
 
 
+def test_resume_best_begins_a_line_from_the_best_and_the_same_spec_continues_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """checkpoint.resume: best, applied after a finished run: the new run starts from the
+    best checkpoint (not the newest), its own checkpoints become the newest, retention
+    drops the left line's; the same spec applied again continues from the newest of the
+    line (a choice is taken once per spec), and a step that is not there is refused."""
+    policy = "every: 20 steps, keep: 1, monitor: val_loss, mode: max"
+    first = lightning_job(tmp_path, "line", checkpoint=f"{{{policy}}}")
+    out = kctl("apply", str(first), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert kctl("collect", "line", "--local", env=env, cwd=tmp_path).returncode == 0
+    summary = json.loads((tmp_path / "results/line/summary.json").read_text())
+    best = summary["best"]["step"]
+    assert best < 160 and summary["committedCheckpoints"] == [160, best]
+
+    branch = lightning_job(tmp_path, "line", steps=200, checkpoint=f"{{{policy}, resume: best}}")
+    out = kctl("apply", str(branch), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"checkpoint at step {best}" in out.stdout + out.stderr
+    logs = kctl("logs", "line", "--local", env=env, cwd=tmp_path).stdout
+    assert f"begins the run's line from step {best} (checkpoint.resume: best)" in logs
+    assert f"(step {best}, saved by" in logs
+    assert kctl("collect", "line", "--local", env=env, cwd=tmp_path).returncode == 0
+    summary = json.loads((tmp_path / "results/line/summary.json").read_text())
+    assert summary["success"]["step"] == 200
+    assert 160 not in summary["committedCheckpoints"]  # the left line's, retired
+    assert summary["committedCheckpoints"][0] == 200
+
+    again = kctl("apply", str(branch), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    logs = kctl("logs", "line", "--local", env=env, cwd=tmp_path).stdout
+    assert "begins the run's line" not in logs
+    assert "(step 200, saved by" in logs
+
+    missing = lightning_job(tmp_path, "line", checkpoint=f"{{{policy}, resume: 7}}")
+    out = kctl("apply", str(missing), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode != 0
+    logs = kctl("logs", "line", "--local", env=env, cwd=tmp_path).stdout
+    assert "spec.checkpoint.resume: no committed checkpoint at step 7" in logs
+
+
 def test_the_quickstart_as_a_trainjob_resumes_after_a_kill_and_collects_every_row_once(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -129,7 +129,15 @@ SPEC_ERRORS = [
         "spec.checkpoint.every",
         "not a checkpoint interval",
     ),
-    ("  checkpoint: {resume: latest}\n", 8, 24, "spec.checkpoint.resume", "use auto, never"),
+    ("  checkpoint: {resume: latest}\n", 8, 24, "spec.checkpoint.resume", "use auto, never, best"),
+    (
+        "  checkpoint: {resume: best}\n",
+        8,
+        24,
+        "spec.checkpoint.resume",
+        "best needs spec.checkpoint.monitor",
+    ),
+    ("  checkpoint: {resume: -5}\n", 8, 24, "spec.checkpoint.resume", "greater than or equal to 0"),
     ("  storage: {uri: gs://bucket}\n", 8, 18, "spec.storage.uri", "s3://bucket/prefix"),
     (
         "  storage: {uri: 's3://bkt/x', accessKey: AKIA}\n",

@@ -19,7 +19,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -301,9 +301,11 @@ def publish(
 
 
 def committed(store: ObjectStore, problems: list[str] | None = None) -> list[Manifest]:
-    """Committed checkpoints, newest first. A manifest that cannot be read, has another
-    shape, or names another step than its directory is skipped with a warning (appended to
-    `problems` too)."""
+    """Committed checkpoints, newest first: by the attempt that committed it, then step (a
+    run that began again from an earlier checkpoint, runstore/resume_line.py, puts its own
+    before the later steps of the line it left). A manifest that cannot be read, has
+    another shape, or names another step than its directory is skipped with a warning
+    (appended to `problems` too)."""
 
     def parse(key: str, data: bytes) -> Manifest:
         manifest = Manifest.from_json(data)
@@ -312,7 +314,7 @@ def committed(store: ObjectStore, problems: list[str] | None = None) -> list[Man
         return manifest
 
     found = committed_manifests(store, PREFIX, parse, "checkpoint manifest", problems)
-    return sorted(found, key=lambda m: m.step, reverse=True)
+    return sorted(found, key=lambda m: (m.attempt, m.step), reverse=True)
 
 
 def retain(
@@ -343,9 +345,10 @@ def retain(
     objects = store.list(PREFIX + "/")
     # A checkpoint is everything below checkpoints/<step>/ (its part records included).
     dirs = {"/".join(o.key.split("/", 2)[:2]) for o in objects if o.key.count("/") >= 2}
+    uncommitted = dirs - {m.key for m in manifests}
     for directory in sorted(dirs - keep_keys):
         step_text = directory.rsplit("-", 1)[-1]
-        if step_text.isdigit() and int(step_text) >= newest:
+        if directory in uncommitted and step_text.isdigit() and int(step_text) >= newest:
             continue  # an upload that may still be in progress
         store.delete([join_key(directory, MANIFEST)])  # uncommit first
         store.delete(o.key for o in objects if o.key.startswith(directory + "/"))
@@ -413,12 +416,12 @@ def newest_verified(
     return None
 
 
-def newest_complete(store: ObjectStore) -> Manifest | None:
-    """The newest committed checkpoint whose files are all in the store at the sizes its
-    manifest names, read from one listing: nothing is downloaded (the runtime verifies
-    every byte when it resumes). What `apply` predicts a run resumes from."""
+def first_complete(store: ObjectStore, manifests: Iterable[Manifest]) -> Manifest | None:
+    """The first of `manifests` whose files are all in the store at the sizes it names,
+    read from one listing: nothing is downloaded (the runtime verifies every byte when it
+    resumes). What `apply` predicts a run resumes from."""
     sizes = {o.key: o.size for o in store.list(PREFIX + "/")}
-    for manifest in committed(store):
+    for manifest in manifests:
         if all(sizes.get(join_key(manifest.key, m.name)) == m.size for m in manifest.members):
             return manifest
     return None

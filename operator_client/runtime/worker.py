@@ -25,7 +25,7 @@ from ..contract import (
     TERMINATION_LOG_ENV,
     checkpoint_name,
 )
-from ..runstore import checkpoints, metrics, monitor, runinfo
+from ..runstore import checkpoints, metrics, monitor, resume_line, runinfo
 from ..runstore.aggregate import aggregate_all
 from ..runstore.outputs import RankOutputs
 from ..spec.document import spec_document, spec_hash
@@ -42,41 +42,71 @@ log = logging.getLogger("kctl_train.runtime")
 
 @dataclass(frozen=True)
 class ResumeSource:
-    """Where the checkpoint to resume from lives: the run's own store (auto: the newest
-    committed one that verifies), or the store of an explicit checkpoint URI."""
+    """Where an attempt's checkpoint comes from: the run's own store, or the store of the
+    checkpoint URI that `checkpoint.resume` names (runstore/resume_line.py decides)."""
 
     store: ObjectStore
-    explicit: bool  # the store is rooted at the checkpoint's own directory
+    job: TrainingJob
 
-    @classmethod
-    def of(cls, job: TrainingJob, store: ObjectStore) -> ResumeSource | None:
-        resume = job.spec.checkpoint.resume
-        if resume == "never":
-            return None
-        if resume == "auto":
-            return cls(store, explicit=False)
-        storage = job.spec.storage
-        source = open_store(
-            resume.rstrip("/") + "/",
-            endpoint=storage.endpoint if storage else None,
-            region=storage.region if storage else None,
-        )
-        return cls(source, explicit=True)
-
-    def choose(self, dest: Path, verified: checkpoints.Verified) -> checkpoints.Manifest | None:
-        """Rank 0: the checkpoint every rank resumes from, or None for a fresh start."""
-        if self.explicit:
-            return checkpoints.Manifest.from_json(self.store.get_bytes(checkpoints.MANIFEST))
-        found = checkpoints.newest_verified(self.store, dest, verified)
-        return found[0] if found else None
+    def choose(
+        self, dest: Path, verified: checkpoints.Verified, attempt: int
+    ) -> tuple[checkpoints.Manifest | None, str | None]:
+        """Rank 0: the checkpoint every rank starts from (None: fresh) and the URI it is
+        read from (None: the run's store); records the line this attempt begins."""
+        resume = self.job.spec.checkpoint.resume
+        try:
+            plan = resume_line.plan_for(self.job, self.store)
+        except resume_line.ResumeChoiceError as exc:
+            raise RuntimeConfigError(f"spec.checkpoint.resume: {exc}") from None
+        chosen, uri = None, None
+        for manifest in plan.candidates:
+            name = manifest.key.rsplit("/", 1)[-1]
+            if checkpoints.fetch(self.store, manifest, dest / name, verified=verified):
+                chosen = manifest
+                break
+            log.warning("checkpoint %s does not verify: not resumed from", manifest.key)
+        if chosen is None and plan.from_uri:
+            uri = plan.from_uri
+            chosen = checkpoints.Manifest.from_json(
+                self._uri_store(uri).get_bytes(checkpoints.MANIFEST)
+            )
+        if chosen is None and plan.required:
+            steps = ", ".join(str(m.step) for m in plan.candidates)
+            raise RuntimeConfigError(
+                f"spec.checkpoint.resume: {resume}: the checkpoint to start from "
+                f"(step {steps}) does not verify; give resume: auto to take the newest "
+                "that does"
+            )
+        line = plan.line(spec_hash(self.job), attempt, chosen)
+        if line is not None:
+            resume_line.write(self.store, line)
+            log.info(
+                "attempt %d begins the run's line from %s (checkpoint.resume: %s); its "
+                "restarts continue from the newest checkpoint of the line",
+                attempt, f"step {chosen.step}" if chosen else "a fresh start", line.choice,
+            )  # fmt: skip
+        return chosen, uri
 
     def fetch(
-        self, manifest: checkpoints.Manifest, dest: Path, verified: checkpoints.Verified
+        self,
+        manifest: checkpoints.Manifest,
+        uri: str | None,
+        dest: Path,
+        verified: checkpoints.Verified,
     ) -> Path | None:
         """The checkpoint's files, verified, under dest (None: they do not verify); not
         again where choose() fetched them."""
-        directory = "" if self.explicit else None
-        return checkpoints.fetch(self.store, manifest, dest, directory, verified)
+        if uri is not None:
+            return checkpoints.fetch(self._uri_store(uri), manifest, dest, "", verified)
+        return checkpoints.fetch(self.store, manifest, dest, None, verified)
+
+    def _uri_store(self, uri: str) -> ObjectStore:
+        storage = self.job.spec.storage
+        return open_store(
+            uri.rstrip("/") + "/",
+            endpoint=storage.endpoint if storage else None,
+            region=storage.region if storage else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -88,6 +118,7 @@ class StartPoint:
     attempt: int
     manifest: checkpoints.Manifest | None
     shared: bool = True
+    uri: str | None = None  # the checkpoint URI it is read from (None: the run's store)
 
     @property
     def step(self) -> int:
@@ -111,7 +142,7 @@ def agree_start(
     job: TrainingJob,
     world: World,
     store: ObjectStore,
-    source: ResumeSource | None,
+    source: ResumeSource,
     scratch: Path,
     verified: checkpoints.Verified,
     control: Any,
@@ -121,7 +152,7 @@ def agree_start(
     import torch
     import torch.distributed as dist
 
-    choice: list[Any] = [None, None]
+    choice: list[Any] = [None, None, None]
     if world.rank == 0:
         attempt = runinfo.claim_attempt(
             store, {"worldSize": world.world_size, "nodes": world.num_nodes}
@@ -138,15 +169,15 @@ def agree_start(
             attempt,
             versions(),
         )
-        chosen = source.choose(scratch, verified) if source else None
-        choice = [attempt, chosen.to_json().decode() if chosen else None]
+        chosen, uri = source.choose(scratch, verified, attempt)
+        choice = [attempt, chosen.to_json().decode() if chosen else None, uri]
     dist.broadcast_object_list(choice, src=0, group=control)
-    attempt, manifest_json = choice
+    attempt, manifest_json, uri = choice
     manifest = checkpoints.Manifest.from_json(manifest_json.encode()) if manifest_json else None
     # Rank 0's claim is in the store: whoever cannot see it does not share rank 0's store.
     sees = torch.tensor([float(store.exists(runinfo.attempt_key(attempt)))])
     dist.all_reduce(sees, op=dist.ReduceOp.MIN, group=control)
-    return StartPoint(attempt, manifest, shared=bool(sees.item()))
+    return StartPoint(attempt, manifest, shared=bool(sees.item()), uri=uri)
 
 
 def node_scratch(scratch: Path, world: World) -> Path:
@@ -156,7 +187,7 @@ def node_scratch(scratch: Path, world: World) -> Path:
 
 def fetch_resume(
     start: StartPoint,
-    source: ResumeSource | None,
+    source: ResumeSource,
     world: World,
     resume: Path,
     control: Any,
@@ -168,13 +199,13 @@ def fetch_resume(
     import torch
     import torch.distributed as dist
 
-    if start.manifest is None or source is None:
+    if start.manifest is None:
         if world.rank == 0:
             log.info("attempt %d: no committed checkpoint, starting fresh", start.attempt)
         return None
     manifest = start.manifest
     dest = resume / checkpoint_name(manifest.step)
-    path = source.fetch(manifest, dest, verified) if world.local_rank == 0 else None
+    path = source.fetch(manifest, start.uri, dest, verified) if world.local_rank == 0 else None
     failed = torch.tensor([float(world.local_rank == 0 and path is None)])
     dist.all_reduce(failed, op=dist.ReduceOp.MAX, group=control)
     if failed.item():
@@ -318,7 +349,7 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     scratch = scratch_dir(job, world)
     resume = node_scratch(scratch, world) / "resume"
     verified = checkpoints.Verified(store, scratch)
-    source = ResumeSource.of(job, store)
+    source = ResumeSource(store, job)
     start = agree_start(job, world, store, source, resume, verified, control)
     events.bind(store, start.attempt)
     if start.manifest is not None:

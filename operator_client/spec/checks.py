@@ -246,16 +246,25 @@ def _storage(job: TrainingJob) -> Iterator[FieldProblem]:
 
 
 def _resume(job: TrainingJob) -> Iterator[FieldProblem]:
-    resume = job.spec.checkpoint.resume
-    if resume not in ("auto", "never") and not resume.startswith(("s3://", "file:///")):
+    policy = job.spec.checkpoint
+    resume, loc = policy.resume, ("spec", "checkpoint", "resume")
+    if isinstance(resume, int) or resume in ("auto", "never"):
+        return
+    if resume == "best":
+        if policy.monitor is None:
+            yield FieldProblem(
+                loc,
+                "best needs spec.checkpoint.monitor (the metric that ranks checkpoints, "
+                "val_loss say): add it, or give auto or a step",
+            )
+    elif not resume.startswith(("s3://", "file:///")):
         yield FieldProblem(
-            ("spec", "checkpoint", "resume"),
-            f"{resume!r}: use auto, never, or the s3:// or file:/// URI of a committed checkpoint",
+            loc,
+            f"{resume!r}: use auto, never, best, a step number, or the s3:// or file:/// URI "
+            "of a committed checkpoint",
         )
-    elif resume not in ("auto", "never"):
-        problem = credentials_problem(resume) or path_problem(urlsplit(resume).path)
-        if problem:
-            yield FieldProblem(("spec", "checkpoint", "resume"), problem)
+    elif problem := credentials_problem(resume) or path_problem(urlsplit(resume).path):
+        yield FieldProblem(loc, problem)
 
 
 def _best(job: TrainingJob) -> Iterator[FieldProblem]:

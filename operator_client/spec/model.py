@@ -339,10 +339,14 @@ class CheckpointPolicy(_Model):
             "Committed checkpoints to keep; older ones are deleted after a newer one commits."
         ),
     )
-    resume: Annotated[str, Field(min_length=1)] = Field(
+    resume: Annotated[int, Field(ge=0, le=INT64_MAX)] | Annotated[str, Field(min_length=1)] = Field(
         "auto",
         description=(
-            "auto: newest committed checkpoint; never: always start fresh; or a checkpoint URI."
+            "Where the run starts: auto: the newest committed checkpoint; never: fresh; "
+            "best: the best by monitor; a step number: that committed checkpoint; or a "
+            "checkpoint URI. A choice other than auto is taken once per spec: every later "
+            "attempt (a restart, a preemption, the same file applied again) continues from "
+            "the newest checkpoint since."
         ),
     )
     when_busy: Literal["wait", "skip"] = Field(

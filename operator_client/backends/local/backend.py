@@ -29,7 +29,8 @@ from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.pod_manifests import pod_manifests
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
-from ...runstore.checkpoints import newest_complete
+from ...runstore import resume_line
+from ...runstore.checkpoints import first_complete
 from ...runstore.location import home, store_for
 from ...storage import StoreError, open_store
 from ..base import (
@@ -680,20 +681,20 @@ def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
 
 
 def _resume_step(manifest: Mapping[str, Any]) -> int | None:
-    """The step of the checkpoint a run of this manifest resumes from: the newest
-    committed one whose files are all there (None: a fresh start). Nothing is copied to
-    tell: the store is the pods', and a checkpoint's size is theirs to declare."""
+    """The step of the checkpoint a run of this manifest starts from
+    (runstore/resume_line.py), the first whose files are all there (None: a fresh start,
+    a checkpoint URI's, or a choice the run will refuse). Nothing is copied to tell: the
+    store is the pods', and a checkpoint's size is theirs to declare."""
     from ...spec.document import NotRenderedError, job_of
 
     try:
         job = job_of(dict(manifest))
     except NotRenderedError:
         return None
-    if job.spec.checkpoint.resume != "auto":
-        return None
     try:
-        found = newest_complete(store_for(job))
-    except StoreError:
+        store = store_for(job)
+        found = first_complete(store, resume_line.plan_for(job, store).candidates)
+    except (StoreError, resume_line.ResumeChoiceError):
         return None
     return found.step if found else None
 
