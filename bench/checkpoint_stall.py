@@ -8,7 +8,9 @@ steps and with none. Prints:
 - copying the state into memory, timed alone here (all of it, and one rank's half):
   the stall goal is <= 2x that copy;
 - resume: launch to the first step of a run resuming from the last checkpoint, and of a
-  fresh start.
+  fresh start;
+- each rank's staging buffers: what they made its resident memory grow by, over its
+  share of the state (goal <= 1.1x; the runtime logs both when it makes them).
 Runs whichever operator_client is importable: PYTHONPATH=<another checkout> measures that
 one (the "before" of a change). Asserts nothing.
 Usage: python bench/checkpoint_stall.py [STEPS] [EVERY]
@@ -20,6 +22,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +31,11 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+# The runtime's line when a rank has made its staging buffers (runtime/snapshot.py).
+STAGING = re.compile(
+    r"rank (\d+): staging buffers for a ([\d.]+) GiB share made in [\d.]+s: "
+    r"resident memory \+?(-?[\d.]+) GiB"
+)
 BIN = Path(sys.executable).parent
 JOB = """
 apiVersion: kctl-train/v1alpha1
@@ -157,6 +165,12 @@ def main() -> int:
           f"{own:.3f} against each run's own median step (goal <= 1.05)")  # fmt: skip
     print(f"launch to first step: fresh {quiet['to_first_step']:.1f} s, resuming from step "
           f"{resumed['first_step']} {resumed['to_first_step']:.1f} s")  # fmt: skip
+    log = ckpt["log"]
+    assert isinstance(log, str)
+    for rank, share, grew in STAGING.findall(log):
+        print(f"rank {rank}: staging buffers grew its resident memory {float(grew):.2f} GiB "
+              f"for a {float(share):.2f} GiB share: {float(grew) / float(share):.3f}x "
+              "(goal <= 1.1x)")  # fmt: skip
     return 0
 
 

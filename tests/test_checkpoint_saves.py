@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -177,3 +178,47 @@ def test_a_save_that_failed_is_outlived_by_later_ones_and_the_run_ends_well(
     assert "checkpoint step 4 failed" in logs(reps)
     assert "resuming" not in logs(reps)
     assert sorted(m.step for m in checkpoints.committed(store)) == [8, 12]
+
+
+def test_staging_the_pods_memory_limit_cannot_hold_is_refused_at_the_first_save(
+    tmp_path: Path,
+) -> None:
+    """One rank whose share of the state is 1 GiB (a step-stamped model's weights and
+    optimizer state), in a real memory cgroup of 3 GiB holding about 2.3 GiB already: the
+    first save refuses to make its staging buffers, saying what to do, and nothing is
+    killed for memory."""
+    from operator_client.backends.local.sandbox import cgroups
+
+    if cgroups.why_not("memory"):
+        pytest.skip(f"{cgroups.why_not('memory')}: a pod's limit needs root here")
+    uri = (tmp_path / "store").as_uri()
+    text = job_yaml(
+        "staging",
+        f"""\
+  train:
+    model: tests.stamp:StampModel
+    modelArgs: {{size: {2**27}}}
+    data: tests.stamp:StampData
+    trainer: {{max_steps: 20, log_every_n_steps: 1}}
+  checkpoint: {{every: 10 steps}}
+  fault: {{maxRestarts: 0}}
+  storage: {{uri: '{uri}'}}
+""",
+    )
+    group = cgroups.create(f"staging-test-{os.getpid()}", memory=3 * 2**30)
+    try:
+        reps = run(render(load_job_text(text).job), tmp_path / "a")
+        for replica in reps:  # before the agent has started its workers
+            group.add(replica.process.pid)
+        assert R.wait(reps) != [0], logs(reps)
+        assert not group.oom_killed(), logs(reps)
+    finally:
+        group.remove()
+    text = logs(reps)
+    assert re.search(
+        r"checkpoints refused: a checkpoint needs 1\.00 GiB of staging buffers on this pod "
+        r"\(1 rank\(s\) x 1\.00 GiB, each rank's share of the state\), and the pod's memory "
+        r"limit of 3\.00 GiB leaves [\d.]+ GiB",
+        text,
+    ), text
+    assert "raise spec.resources.memory" in text and "staging buffers for a" not in text

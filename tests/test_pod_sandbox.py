@@ -144,6 +144,29 @@ def test_the_memory_limit_is_enforced_and_named(tmp_path: Path) -> None:
     assert "SURVIVED" not in log
 
 
+def test_a_pod_reads_its_own_memory_limit_where_a_container_would(tmp_path: Path) -> None:
+    """The pod's memory cgroup is mounted read-only at /sys/fs/cgroup, as containerd
+    mounts a container's: the runtime sizes checkpoint staging against that limit."""
+    env = sandbox_env(tmp_path)
+    probe = (
+        "from operator_client.runtime.memory import pod_memory; import os; m = pod_memory(); "
+        "print('LIMIT', m and m.limit, 'USED', m and m.used > 0); "
+        "print('WRITABLE', os.access('/sys/fs/cgroup', os.W_OK))"
+    )
+    path = job_file(
+        tmp_path,
+        "limits",
+        f"  command: [python, -c, {json.dumps(probe)}]\n"
+        "  resources: {cpu: '1', memory: 400Mi, sharedMemory: 64Mi}\n"
+        "  fault: {restartPolicy: Never, maxRestarts: 0}\n",
+    )
+    out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    log = (tmp_path / "home/local/default/limits/logs/limits-master-0.log").read_text()
+    assert f"LIMIT {400 * 2**20} USED True" in log, log
+    assert "WRITABLE False" in log, log
+
+
 def test_nothing_of_a_job_listens_on_the_hosts_loopback(tmp_path: Path) -> None:
     """The rendezvous store listens in the Master's sandbox, not on this machine."""
     env = sandbox_env(tmp_path)

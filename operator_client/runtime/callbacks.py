@@ -25,8 +25,9 @@ from ..spec.model import TrainingJob
 from ..storage import ObjectStore
 from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
 from .checkpoint_format import RNG_KEY, restore_rng
-from .context import World
+from .context import RuntimeConfigError, World
 from .event_log import EventLog
+from .memory import pod_memory, staging_problem
 from .snapshot import Snapshotter
 from .trainer_status import TrainerStatusReporter
 
@@ -272,8 +273,13 @@ class CheckpointCallback(L.Callback):
             raise self.writer.superseded
         if not self.prepared and trainer.global_step > self.first_step:
             # The optimizer's state exists from its first step on: the buffers of every
-            # later save can be made now, off the training thread.
-            self.snapshotter.prepare(trainer._checkpoint_connector.dump_checkpoint(False))
+            # later save can be made now, off the training thread, if the pod has room.
+            checkpoint = trainer._checkpoint_connector.dump_checkpoint(False)
+            share = self.snapshotter.plan(checkpoint)
+            problem = staging_problem(share, self.world.local_world_size, pod_memory())
+            if problem:
+                raise RuntimeConfigError(f"checkpoints refused: {problem}")
+            self.snapshotter.prepare(checkpoint)
             self.prepared = True
         stop, due = self._agree(trainer, batch_idx)
         fits = not stop or self._emergency_fits()

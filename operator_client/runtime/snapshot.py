@@ -12,6 +12,7 @@ machine) is slow, and would otherwise stall the first save.
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from typing import Any
 import torch
 
 from .checkpoint_format import SKELETON, assign, flatten, rng_item, rng_states, skeleton_bytes
+from .memory import gib, rss
+
+log = logging.getLogger("kctl_train.runtime")
 
 
 @dataclass
@@ -44,9 +48,16 @@ class Snapshotter:
         self._sizes: dict[str, int] = {}
         self._making: threading.Thread | None = None
 
+    def plan(self, checkpoint: dict[str, Any]) -> int:
+        """Plan this rank's share of `checkpoint`; its size in bytes (what its staging
+        buffers will take)."""
+        tensors = flatten(checkpoint)[1]
+        self._replan(tensors)
+        return sum(self._sizes[n] for n, _ in self._mine(tensors))
+
     def prepare(self, checkpoint: dict[str, Any]) -> None:
-        """Plan this rank's share of `checkpoint` and make its buffers in the background
-        (take() waits for them)."""
+        """Make the buffers of the share plan() planned, in the background (take() waits
+        for them)."""
         tensors = flatten(checkpoint)[1]
         self._replan(tensors)
         specs = [(n, t.shape, t.dtype, t.is_cuda) for n, t in self._mine(tensors)]
@@ -54,10 +65,17 @@ class Snapshotter:
         self._making.start()
 
     def _make(self, specs: list[tuple[str, torch.Size, torch.dtype, bool]]) -> None:
+        before, started = rss(), time.perf_counter()
         for name, shape, dtype, pinned in specs:
             buffer = torch.empty(shape, dtype=dtype, device="cpu", pin_memory=pinned)
             buffer.zero_()  # touched now, not in the first save
             self._buffers[name] = buffer
+        share = sum(b.numel() * b.element_size() for b in self._buffers.values())
+        # What the staging costs the process, beside the share itself (bench/checkpoint_stall.py).
+        log.info(
+            "rank %d: staging buffers for a %s share made in %.2fs: resident memory %+.2f GiB",
+            self.rank, gib(share), time.perf_counter() - started, (rss() - before) / 2**30,
+        )  # fmt: skip
 
     def _replan(self, tensors: dict[str, torch.Tensor]) -> None:
         sizes = {name: t.numel() * t.element_size() for name, t in tensors.items()}

@@ -75,6 +75,14 @@ def memory_hierarchy() -> tuple[Path, int] | None:
     return _hierarchy("memory")
 
 
+def pod_memory_dir(name: str) -> tuple[Path, int] | None:
+    """The memory cgroup create() made for pod `name`, and its version (None: none)."""
+    found = _hierarchy("memory")
+    if found is None or not (found[0] / PARENT / name).is_dir():
+        return None
+    return found[0] / PARENT / name, found[1]
+
+
 def why_not(controller: str = "memory") -> str | None:
     """None where `controller` limits can be enforced, else why not (status and doctor)."""
     if _hierarchy(controller) is None:

@@ -201,7 +201,24 @@ def build_root(pod: PodSandbox) -> Path:
         linux.set_read_only(_inside(root, path), read_only=False, recursive=False)
     linux.mount("proc", root / "proc", "proc", _MOUNT_FLAGS | linux.MS_NOEXEC)
     linux.mount("sysfs", root / "sys", "sysfs", _MOUNT_FLAGS | linux.MS_NOEXEC | linux.MS_RDONLY)
+    _mount_memory_cgroup(pod, root / "sys" / "fs" / "cgroup")
     return root
+
+
+def _mount_memory_cgroup(pod: PodSandbox, cgroupfs: Path) -> None:
+    """The pod's memory cgroup, read-only where a container finds its own (containerd
+    mounts the container's cgroup there): what the runtime reads the pod's limit from."""
+    found = cgroups.pod_memory_dir(pod.cgroup_name) if pod.cgroup_name else None
+    if found is None:
+        return
+    source, version = found
+    target = cgroupfs
+    if version == 1:  # one hierarchy per controller, below a tmpfs
+        linux.mount("tmpfs", cgroupfs, "tmpfs", _MOUNT_FLAGS | linux.MS_NOEXEC, "mode=755")
+        target = cgroupfs / "memory"
+        target.mkdir()
+    linux.mount(str(source), target, None, linux.MS_BIND)
+    linux.set_read_only(cgroupfs, read_only=True, recursive=True)
 
 
 def _container(pod: PodSandbox, ready: int, unshared: int, mapped: int) -> None:
