@@ -1,0 +1,31 @@
+"""The crash fuzz, seeded and short (bench/checkpoint_fuzz.py runs 200 trials and more):
+20 kills of one rank, one pod, the whole job or a SIGTERMed pod, at random instants biased
+to the stages of a save, each resumed from the newest committed checkpoint with every
+committed checkpoint whole, each rank's own RNG and only the files its manifest names;
+each job run to its end with every validation sample once per epoch (tests/crash_fuzz.py).
+Real torchrun agents, gloo, Lightning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
+
+from . import crash_fuzz
+
+
+def test_twenty_seeded_kills_tear_nothing_and_resume_from_the_newest_commit(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    result = crash_fuzz.run(20, seed=31, workdir=tmp_path, say=said.append)
+    report = "\n".join(said + result.lines())
+    assert len(result.trials) == 20, report
+    assert result.torn == 0 and result.resumed == 20, report
+    assert result.ok, report
+    assert report.endswith("20 trials, 0 torn, 20 resumed from the newest commit")
+    # The kills did land across the save path, not all in one place.
+    assert len({t.point for t in result.trials}) >= 3, report
+    assert len({t.kind for t in result.trials}) >= 3, report
