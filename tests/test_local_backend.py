@@ -125,6 +125,10 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert "productive" in table and "container start" in table
     shown = kctl("status", "quickstart", "--local", env=env, cwd=tmp_path).stdout
     assert "so far" in shown and "kctl-train goodput quickstart --local" in shown
+    # What an emergency save needs, beside the time a preempted pod has (the default 120s).
+    assert re.search(
+        r"an emergency save needs [\d.]+s \(.*\); a preempted pod has 120s: it fits", shown
+    )
     # Sharded: DCP's metadata and one share per rank (a world of 2), all verified.
     shards = sorted(p.name for p in (results / "checkpoints/step-000000000300").iterdir())
     assert shards == [".metadata", "MANIFEST.json", "__0_0.distcp", "__1_0.distcp"], shards

@@ -16,7 +16,7 @@ PLAIN_EVERY = 10.0  # seconds between plain progress lines
 GOODPUT_EVERY = 20.0  # seconds between reads of a followed job's goodput events
 
 if TYPE_CHECKING:
-    from ..client import JobHandle
+    from ..client import JobHandle, JobView
     from ..runstore.checkpoint_log import SaveBudget
 
 
@@ -140,13 +140,13 @@ class TransferDisplay:
         )
 
 
-def _goodput_text(handle: JobHandle) -> str:
+def _goodput_text(handle: JobHandle, view: JobView) -> str:
     """`goodput 41% so far (productive 1m 3s of 2m 34s rank time)`, or "" where there is
     nothing to say (no store, no events yet, a store this machine cannot read)."""
     from ..errors import KctlTrainError
 
     try:
-        found = handle.goodput()
+        found = handle.goodput(view=view)
     except KctlTrainError:
         return ""
     if found is None or found.total <= 0:
@@ -157,31 +157,40 @@ def _goodput_text(handle: JobHandle) -> str:
     )
 
 
-def _budget(handle: JobHandle) -> SaveBudget | None:
+def _budget(handle: JobHandle, view: JobView) -> SaveBudget | None:
     """What an emergency save needs on the job, or None (nothing measured, no store, a
     store this machine cannot read)."""
     from ..errors import KctlTrainError
 
     try:
-        return handle.save_budget()
+        return handle.save_budget(view=view)
     except KctlTrainError:
         return None
 
 
-def _budget_text(handle: JobHandle) -> str:
-    """`an emergency save needs 8.5s (...); a preempted pod has 30s: it fits`, or ""."""
-    found = _budget(handle)
-    return "" if found is None else found.against(handle.save_window())
+def _store_words(handle: JobHandle) -> tuple[str, SaveBudget | None, int | None]:
+    """The goodput words, the save budget and the save window, from one read of the job
+    ("", None, None where the job is gone)."""
+    from ..errors import KctlTrainError
+
+    try:
+        view = handle.status()
+    except KctlTrainError:
+        return "", None, None
+    return _goodput_text(handle, view), _budget(handle, view), handle.save_window(view)
 
 
 def store_lines(handle: JobHandle, timeout: float) -> list[str]:
     """What the run's store says so far, in words (the goodput, what an emergency save
-    needs), if it answers within `timeout` seconds (a store that retries for a minute
-    must not hold `status` up)."""
+    needs beside the time a preempted pod has), if it answers within `timeout` seconds (a
+    store that retries for a minute must not hold `status` up)."""
     said: list[str] = []
-    reader = threading.Thread(
-        target=lambda: said.extend((_goodput_text(handle), _budget_text(handle))), daemon=True
-    )
+
+    def read() -> None:
+        goodput, budget, window = _store_words(handle)
+        said.extend((goodput, budget.against(window) if budget else ""))
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(timeout)
     return [line for line in said if line] if len(said) == 2 else []
@@ -207,9 +216,12 @@ class GoodputPoller:
 
     def _read(self) -> None:
         try:
-            budget = _budget(self.handle)
-            save = f"emergency save {budget.emergency_save_s:.1f}s" if budget else ""
-            self.text = " · ".join(t for t in (_goodput_text(self.handle), save) if t) or self.text
+            goodput, budget, window = _store_words(self.handle)
+            save = ""
+            if budget is not None:
+                has = f" of {window}s" if window is not None else ""
+                save = f"emergency save {budget.emergency_save_s:.1f}s{has}"
+            self.text = " · ".join(t for t in (goodput, save) if t) or self.text
         finally:
             self._next = time.monotonic() + GOODPUT_EVERY
             self._reading = False

@@ -143,29 +143,34 @@ class JobHandle:
             pods=pod_times(view, self._backend.image_pulls(view)),
         )
 
-    def goodput(self, *, endpoint: str | None = None) -> Account | None:
+    def goodput(
+        self, *, endpoint: str | None = None, view: JobView | None = None
+    ) -> Account | None:
         """The goodput account so far, from the events the ranks have written to the
         run's store (None: none yet). NoStorage when the job stores nothing;
         StoreError when the store cannot be read from here (`endpoint` replaces the
-        pods' S3 endpoint)."""
-        view = self.status()
+        pods' S3 endpoint). `view`: the job as just read (else read now)."""
+        view = view or self.status()
         store = self._backend.store_of(view, endpoint=endpoint)
         pods = pod_times(view, self._backend.image_pulls(view))
         return account(events.read_store(store, strict=True), pods)
 
-    def save_budget(self, *, endpoint: str | None = None) -> SaveBudget | None:
+    def save_budget(
+        self, *, endpoint: str | None = None, view: JobView | None = None
+    ) -> SaveBudget | None:
         """What an emergency save needs on this run, measured over its saves so far (None:
-        none yet). NoStorage, StoreError as goodput()."""
-        store = self._backend.store_of(self.status(), endpoint=endpoint)
+        none yet). NoStorage, StoreError and `view` as goodput()."""
+        store = self._backend.store_of(view or self.status(), endpoint=endpoint)
         return checkpoint_log.budget(checkpoint_log.read(store))
 
-    def save_window(self) -> int | None:
+    def save_window(self, view: JobView | None = None) -> int | None:
         """Seconds from SIGTERM to SIGKILL a preempted pod of this job has: its grace
-        period, cut to the spot notice on spot nodes (None: not rendered by kctl-train)."""
+        period, cut to the spot notice on spot nodes (None: not rendered by kctl-train).
+        `view` as goodput()."""
         from ..spec.document import NotRenderedError, job_of
 
         try:
-            job = job_of(dict(self.manifest or self.status().raw))
+            job = job_of(dict(self.manifest or (view or self.status()).raw))
         except (NotRenderedError, ValueError, KeyError):
             return None
         return job.spec.save_window_seconds
