@@ -70,7 +70,7 @@ lint: $(STAMP)
 # tests/test_image.py runs the quickstart from it; elsewhere that test skips, saying why.
 test: lint $(SCAN_STAMP) $(TORCHX_STAMP) $(ORACLE_STAMP) system-packages image-if-possible \
 		cluster-if-possible
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # Debian packages the tests use, installed in one apt-get run where missing (root only):
 # iproute2 for pod sandboxes, buildah and debootstrap for the trainer image, docker-registry

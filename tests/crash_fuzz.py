@@ -373,7 +373,7 @@ class Chain:
             self.store.poll()
             if until():
                 return True
-            time.sleep(0.005)
+            time.sleep(0.02)  # often enough for a save's stages, light for the job
         if must:
             raise AssertionError(f"no progress in {timeout}s\n{self.job.logs()}")
         return False

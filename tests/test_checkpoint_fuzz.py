@@ -16,6 +16,9 @@ pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is
 from . import crash_fuzz
 
 
+# Not beside the cluster's re-recording (tests/fidelity/test_recorded.py): two ranks and a
+# watcher for 7 minutes slow the controllers it times on this 2-core machine.
+@pytest.mark.xdist_group("heavy")
 def test_twenty_seeded_kills_tear_nothing_and_resume_from_the_newest_commit(
     tmp_path: Path,
 ) -> None:

@@ -8,11 +8,14 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+import pytest
+
 from ..e2e.cluster import connect
 from .corpus import GOLDEN, names
 from .record import main
 
 
+@pytest.mark.xdist_group("heavy")  # not beside the crash fuzz (test_checkpoint_fuzz.py)
 def test_the_goldens_are_what_the_real_controllers_make_now(tmp_path: Path) -> None:
     connect()
     main([], into=tmp_path)
