@@ -41,7 +41,6 @@ import re
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -49,11 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from operator_client.backends.local.launch import free_port
-from operator_client.backends.local.local_env import replica_command, replica_env
 from operator_client.contract import checkpoint_name
-from operator_client.kubeflow.lifecycle import replicas_of
-from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
 from operator_client.runstore import checkpoints
 from operator_client.runstore.location import store_for
@@ -61,6 +56,7 @@ from operator_client.spec import load_job_text
 from operator_client.storage import ObjectStore, StoreError
 
 from .conftest import ROOT, job_yaml
+from .replicas import WORKER, Launch, launches, processes
 
 SAVE_EVERY = 4
 EPOCH = 8  # steps: FuzzData's 256 samples over 2 ranks in batches of 16
@@ -68,7 +64,6 @@ EPOCHS = 40
 VAL_SAMPLES = 32
 KINDS = ("rank", "pod", "job", "sigterm")
 POINTS = ("uniform", "dcp_write", "part_record", "manifest", "latest", "retention")
-WORKER = b"operator_client.runtime.worker"
 DECOY = "__7_0.distcp"
 RESUMED = re.compile(r"attempt (\d+): resuming from \S+ \(step (\d+),")
 FRESH = re.compile(r"attempt (\d+): no committed checkpoint, starting fresh")
@@ -112,46 +107,29 @@ class Trial:
 
 @dataclass
 class Pod:
-    name: str
-    command: list[str]
-    env: dict[str, str]
-    log: Path
+    """A replica as a kubelet keeps it: started again with its launch when it exits."""
+
+    launch: Launch
     process: subprocess.Popen[bytes] | None = None
     slow: bool = False  # started with a slow store
 
     def start(self, extra: dict[str, str]) -> None:
         self.slow = bool(extra)
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                self.command,
-                env={**self.env, **extra},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = self.launch.popen(extra, mode="ab")
 
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
 
-
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """Every process: pid -> (parent pid, command line)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                found[int(entry.name)] = (int(stat[1]), (entry / "cmdline").read_bytes())
-            except (OSError, IndexError):
-                continue
-    return found
+    @property
+    def log(self) -> Path:
+        return self.launch.log
 
 
 def tree(pid: int) -> list[int]:
     """The process and all its descendants."""
-    table = _processes()
+    table = processes()
     out, todo = [], [pid]
     while todo:
         current = todo.pop()
@@ -177,22 +155,7 @@ class Job:
     """A rendered job's replicas as local processes, restarted as a kubelet does."""
 
     def __init__(self, manifest: dict[str, Any], workdir: Path, env: dict[str, str]) -> None:
-        port = free_port()
-        bindir = Path(sys.executable).parent
-        workload = workload_of(manifest)
-        self.pods = []
-        for replica in replicas_of(workload):
-            tmp = workdir / replica.name
-            tmp.mkdir(parents=True, exist_ok=True)
-            self.pods.append(
-                Pod(
-                    replica.name,
-                    replica_command(workload.container(replica.type), bindir),
-                    {**replica_env(workload, replica, port=port, base=os.environ, tmpdir=tmp),
-                     **env},
-                    workdir / f"{replica.name}.log",
-                )
-            )  # fmt: skip
+        self.pods = [Pod(launch) for launch in launches(manifest, workdir, env)]
         self.extra: dict[str, str] = {}  # for the pods started next (a slow store)
         self._read = [0] * len(self.pods)  # bytes of each pod's log read so far
         self._rank0: list[tuple[str, int, int, str]] = []  # (time, pod, order, line)
@@ -213,7 +176,7 @@ class Job:
         return done
 
     def workers(self, pod: Pod) -> list[int]:
-        table = _processes()
+        table = processes()
         return [p for p in tree(pod.pid) if p in table and WORKER in table[p][1]]
 
     @contextlib.contextmanager
@@ -249,7 +212,7 @@ class Job:
 
     def logs(self) -> str:
         """The end of every pod's log, for a failure's message."""
-        return "\n".join(f"--- {p.name}\n{p.log.read_text(errors='replace')[-3000:]}"
+        return "\n".join(f"--- {p.launch.name}\n{p.log.read_text(errors='replace')[-3000:]}"
                          for p in self.pods)  # fmt: skip
 
     def stop(self) -> None:

@@ -33,20 +33,43 @@ class Replica:
         return self.log.read_text(errors="replace")
 
 
+WORKER = b"operator_client.runtime.worker"  # a torchrun worker's module, in its command line
+
 # Rewrites a replica's environment (replica, env, rendezvous port): another operator's
 # variables in place of the training-operator's.
 EnvRewrite = Callable[[lifecycle.ReplicaState, dict[str, str], int], dict[str, str]]
 
 
-def start(
+@dataclass(frozen=True)
+class Launch:
+    """How one replica is started: its command and environment, where it logs."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    log: Path
+
+    def popen(self, extra: dict[str, str] | None = None, mode: str = "wb") -> Any:
+        with self.log.open(mode) as out:
+            return subprocess.Popen(
+                self.command,
+                env={**self.env, **(extra or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+
+def launches(
     manifest: dict[str, Any],
     workdir: Path,
     extra_env: dict[str, str] | None = None,
     rewrite: EnvRewrite | None = None,
-) -> list[Replica]:
+) -> list[Launch]:
+    """Each replica's command and environment, the local backend's own."""
     port = free_port()
     bindir = Path(sys.executable).parent
-    started = []
+    found = []
     workload = workload_of(manifest)
     for replica in replicas_of(workload):
         tmp = workdir / replica.name
@@ -58,13 +81,20 @@ def start(
         if rewrite is not None:
             env = rewrite(replica, env, port)
         command = replica_command(workload.container(replica.type), bindir)
-        log = workdir / f"{replica.name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        started.append(Replica(replica.name, process, log))
-    return started
+        found.append(Launch(replica.name, command, env, workdir / f"{replica.name}.log"))
+    return found
+
+
+def start(
+    manifest: dict[str, Any],
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
+    rewrite: EnvRewrite | None = None,
+) -> list[Replica]:
+    return [
+        Replica(launch.name, launch.popen(), launch.log)
+        for launch in launches(manifest, workdir, extra_env, rewrite)
+    ]
 
 
 def wait(replicas: list[Replica], timeout: float = 180) -> list[int]:
@@ -81,17 +111,23 @@ def wait(replicas: list[Replica], timeout: float = 180) -> list[int]:
                 r.process.wait()
 
 
+def processes() -> dict[int, tuple[int, bytes]]:
+    """Every process of this machine: pid -> (parent pid, command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                found[int(entry.name)] = (int(stat[1]), (entry / "cmdline").read_bytes())
+            except (OSError, IndexError):
+                continue
+    return found
+
+
 def worker_pids(replica: Replica) -> list[int]:
     """PIDs of the torchrun worker processes under one replica's agent."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"operator_client.runtime.worker" in cmdline and int(stat[1]) == replica.process.pid:
-            pids.append(int(entry.name))
-    return pids
+    return [
+        pid
+        for pid, (parent, cmdline) in processes().items()
+        if parent == replica.process.pid and WORKER in cmdline.split(b"\0")
+    ]

@@ -22,11 +22,15 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..contract import checkpoint_name
 from ..storage import ObjectStore, StoreError, join_key, safe_relative_path
 from ..storage.base import file_matches, sha256_file
 from .documents import Document, committed_manifests
+
+if TYPE_CHECKING:
+    from ..spec.model import CheckpointPolicy
 
 log = logging.getLogger("kctl_train.checkpoints")
 
@@ -75,6 +79,11 @@ class Best:
     monitor: str
     mode: str  # min or max
     keep: int
+
+    @classmethod
+    def of(cls, policy: CheckpointPolicy) -> Best | None:
+        """The spec's ranking (None: no monitor)."""
+        return cls(*policy.best) if policy.best else None
 
     def ranked(self, manifests: list[Manifest]) -> list[Manifest]:
         """The manifests that recorded the metric, best first (the newer of equals)."""

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..spec.document import spec_hash
+from ..spec.urls import CHECKPOINT_URI_SCHEMES
 from ..storage import ObjectStore
 from .checkpoints import Best, Manifest, committed
 from .documents import Document
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 KEY = "resume.json"
 AUTO, NEVER, BEST = "auto", "never", "best"
-URI_SCHEMES = ("s3://", "file:///")
 
 
 class ResumeChoiceError(ValueError):
@@ -121,7 +121,7 @@ def plan(
 def plan_for(job: TrainingJob, store: ObjectStore) -> Plan:
     """plan() for this job's spec, from the run's record and committed checkpoints."""
     policy = job.spec.checkpoint
-    best = Best(*policy.best) if policy.best else None
+    best = Best.of(policy)
     return plan(policy.resume, spec_hash(job), read(store), committed(store), best)
 
 
@@ -132,7 +132,7 @@ def _continue(line: Line | None, committed: list[Manifest]) -> Plan:
     own = tuple(m for m in committed if m.attempt >= line.attempt)
     if line.step is None:
         return Plan(own)
-    if line.choice.startswith(URI_SCHEMES):
+    if line.choice.startswith(CHECKPOINT_URI_SCHEMES):
         return Plan(own, from_uri=line.choice, required=True)
     began = tuple(m for m in committed if m.step == line.step and m.attempt < line.attempt)
     return Plan(own + began, required=True)

@@ -157,7 +157,7 @@ class CheckpointCallback(L.Callback):
                 scratch=scratch,
                 writers=writers,
                 keep=policy.keep,
-                best=checkpoints.Best(*policy.best) if policy.best else None,
+                best=checkpoints.Best.of(policy),
                 group=group,
                 fence=run.fence,
                 verified=verified or checkpoints.Verified(run.store, scratch),

@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from . import k8s_names
 from .model import NodeRange, TrainingJob
 from .providers import PRESET_LABELS, SPOT_LABELS
-from .urls import credentials_problem, path_problem
+from .urls import CHECKPOINT_URI_SCHEMES, credentials_problem, path_problem
 
 Loc = tuple[str | int, ...]
 
@@ -257,7 +257,7 @@ def _resume(job: TrainingJob) -> Iterator[FieldProblem]:
                 "best needs spec.checkpoint.monitor (the metric that ranks checkpoints, "
                 "val_loss say): add it, or give auto or a step",
             )
-    elif not resume.startswith(("s3://", "file:///")):
+    elif not resume.startswith(CHECKPOINT_URI_SCHEMES):
         yield FieldProblem(
             loc,
             f"{resume!r}: use auto, never, best, a step number, or the s3:// or file:/// URI "

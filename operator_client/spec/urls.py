@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+# What checkpoint.resume may name besides its words: one checkpoint's directory.
+CHECKPOINT_URI_SCHEMES = ("s3://", "file:///")
+
 
 def credentials_problem(url: str) -> str | None:
     """Why `url` must not be used as given: it carries a user or password (None: it does
