@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 import math
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..contract import SPEC_ENV
-from .model import TrainingJob
+
+if TYPE_CHECKING:
+    from .model import TrainingJob
 
 
 def spec_document(job: TrainingJob) -> dict[str, Any]:
@@ -43,6 +45,8 @@ class NotRenderedError(ValueError):
 def job_of(manifest: dict[str, Any]) -> TrainingJob:
     """The TrainingJob a rendered PyTorchJob carries in its trainer containers (a
     TrainJob: in `trainer.env`)."""
+    from .model import TrainingJob  # pydantic: only paid by the callers that parse a job
+
     spec = manifest.get("spec", {})
     envs = [(spec.get("trainer") or {}).get("env") or []]
     for replica in (spec.get("pytorchReplicaSpecs") or {}).values():
