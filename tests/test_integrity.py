@@ -23,6 +23,27 @@ from .fault_proxy import FaultProxy
 from .test_collect import make_run
 
 
+@pytest.mark.parametrize(
+    ("marker", "finished"),
+    [
+        (None, None),  # not finished
+        ({"specHash": "other", "step": 80, "attempt": 1}, None),  # another spec finished
+        ({"step": 80, "attempt": 1}, None),  # written before markers named their spec
+        ("not json", None),
+        ({"specHash": "this", "step": "80", "attempt": 1}, None),  # not kctl-train's
+        ({"specHash": "this", "step": 80, "attempt": 2}, runinfo.Finished(80, 2)),
+    ],
+)
+def test_a_run_is_finished_only_by_a_marker_of_its_own_spec(
+    tmp_path: Path, marker: Any, finished: runinfo.Finished | None
+) -> None:
+    store = open_store(tmp_path.as_uri())
+    if marker is not None:
+        body = marker if isinstance(marker, str) else json.dumps(marker)
+        store.put_bytes(runinfo.SUCCESS, body.encode())
+    assert runinfo.finished(store, "this") == finished
+
+
 def publish(store: ObjectStore, tmp: Path, step: int, keep: int, **kw: Any) -> None:
     model = tmp / f"model-{step}.ckpt"
     model.write_bytes(os.urandom(4096))

@@ -348,8 +348,9 @@ def test_resume_best_begins_a_line_from_the_best_and_the_same_spec_continues_it(
 ) -> None:
     """checkpoint.resume: best, applied after a finished run: the new run starts from the
     best checkpoint (not the newest), its own checkpoints become the newest, retention
-    drops the left line's; the same spec applied again continues from the newest of the
-    line (a choice is taken once per spec), and a step that is not there is refused."""
+    drops the left line's; the same spec applied again finds itself finished (no second
+    line begins: a choice is taken once per spec), and a step that is not there is
+    refused."""
     policy = "every: 20 steps, keep: 1, monitor: val_loss, mode: max"
     first = lightning_job(tmp_path, "line", checkpoint=f"{{{policy}}}")
     out = kctl("apply", str(first), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
@@ -376,7 +377,7 @@ def test_resume_best_begins_a_line_from_the_best_and_the_same_spec_continues_it(
     assert again.returncode == 0, again.stdout + again.stderr
     logs = kctl("logs", "line", "--local", env=env, cwd=tmp_path).stdout
     assert "begins the run's line" not in logs
-    assert "(step 200, saved by" in logs
+    assert "this spec already finished at step 200 (attempt 2): nothing to run" in logs
 
     missing = lightning_job(tmp_path, "line", checkpoint=f"{{{policy}, resume: 7}}")
     out = kctl("apply", str(missing), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)

@@ -96,6 +96,14 @@ def test_master_and_worker_fit_to_s3(tmp_path: Path, moto_endpoint: str, bucket:
     assert "PyTorchJob (Master/Worker)" in reps[0].text()
     assert "\r" not in reps[0].text()  # plain lines for kubectl logs
 
+    # The Master restarted after its Worker exited (killed in the job's last moments): the
+    # spec already finished, so it exits 0 instead of waiting for a Worker that never comes.
+    master = R.launches(manifest, tmp_path / "again")[0]
+    again = R.Replica(master.name, master.popen(), master.log)
+    assert R.wait([again], timeout=60) == [0], again.text()
+    assert "this spec already finished at step 80 (attempt 1): nothing to run" in again.text()
+    assert len(store.list("attempts/")) == 1
+
 
 def kill_a_worker_after_the_first_checkpoint(reps: list[R.Replica], store: ObjectStore) -> None:
     """SIGKILL one worker process of the second replica once a checkpoint is committed."""

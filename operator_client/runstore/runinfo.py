@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from ..storage import ObjectStore, join_key
+from ..storage import ObjectStore, StoreError, join_key
+from .documents import Document
 
 ATTEMPTS = "attempts"
 RUN_JSON = "run.json"
@@ -75,8 +77,31 @@ def write_run_json(
     store.put_bytes(RUN_JSON, json.dumps(body, indent=2, sort_keys=True).encode())
 
 
-def write_success(store: ObjectStore, summary: dict[str, Any]) -> None:
-    """The run's success marker, written last."""
-    store.put_bytes(
-        SUCCESS, json.dumps({"finished": time.time(), **summary}, indent=2, sort_keys=True).encode()
-    )
+def write_success(store: ObjectStore, spec_hash: str, summary: dict[str, Any]) -> None:
+    """The run's success marker, written last; it names the spec that finished."""
+    body = {"finished": time.time(), "specHash": spec_hash, **summary}
+    store.put_bytes(SUCCESS, json.dumps(body, indent=2, sort_keys=True).encode())
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run of this spec that already finished."""
+
+    step: int
+    attempt: int
+
+
+def finished(store: ObjectStore, spec_hash: str) -> Finished | None:
+    """The run's success marker when a run of exactly this spec wrote it (None: not
+    finished, finished another spec, or no marker kctl-train wrote). A replica that
+    restarts after its job finished (a Master killed after its Workers exited) would
+    otherwise wait at the rendezvous for peers that never come back."""
+    try:
+        if not store.exists(SUCCESS):
+            return None
+        doc = Document.parse(store.get_bytes(SUCCESS), SUCCESS)
+        if doc.raw.get("specHash") != spec_hash:
+            return None
+        return Finished(doc.count("step"), doc.count("attempt", 1))
+    except (StoreError, ValueError):
+        return None  # the run itself reads the store and says what is wrong with it

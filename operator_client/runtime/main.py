@@ -13,11 +13,15 @@ import os
 import signal
 import sys
 from collections.abc import MutableMapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..contract import EXIT_PREEMPTED
 from ..spec.document import nproc_per_node
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover
+
+if TYPE_CHECKING:
+    from ..spec.model import TrainingJob
 
 log = logging.getLogger("kctl_train.runtime")
 WORKER_MODULE = "operator_client.runtime.worker"
@@ -44,6 +48,25 @@ def name_the_user(env: MutableMapping[str, str]) -> None:
         getpass.getuser()
     except (KeyError, OSError):
         env["USER"] = f"uid-{os.getuid()}"
+
+
+def already_finished(job: TrainingJob) -> bool:
+    """Whether a run of this very spec already finished (its _SUCCESS names the spec):
+    then there is nothing to train, and a replica restarted after its peers exited (a
+    Master killed in the job's last moments) must not wait for them at the rendezvous."""
+    from ..runstore import runinfo
+    from ..spec.document import spec_hash
+    from .context import run_store
+
+    done = runinfo.finished(run_store(job), spec_hash(job))
+    if done is not None:
+        log.info(
+            "this spec already finished at step %d (attempt %d): nothing to run; to train "
+            "more, change the spec (more steps) or give the run another store",
+            done.step,
+            done.attempt,
+        )
+    return done is not None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a worker is not PID 1: its own rules
 
         return worker_main()
+    if already_finished(job):
+        return 0
     # In-place restarts are unreliable when workers share the rendezvous store
     # (docs/RUNTIME_NOTES.md).
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")

@@ -278,7 +278,12 @@ def start_gpu_monitor(
 
 
 def finalize(
-    trainer: Any, store: ObjectStore, scratch: Path, attempt: int, metrics_log: Path | None
+    trainer: Any,
+    job: TrainingJob,
+    store: ObjectStore,
+    scratch: Path,
+    attempt: int,
+    metrics_log: Path | None,
 ) -> None:
     """Rank 0, after every rank finished: aggregate the outputs, summarize the GPUs,
     upload the metrics, then _SUCCESS (each commit fenced against a newer attempt)."""
@@ -290,6 +295,7 @@ def finalize(
     runinfo.fence(store, attempt)
     runinfo.write_success(
         store,
+        spec_hash(job),
         {
             "step": trainer.global_step,
             "epoch": trainer.current_epoch,
@@ -425,7 +431,7 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     dist.barrier(group=control)
     if world.rank == 0:
         upload_tensorboard(store, scratch)
-        finalize(trainer, store, scratch, start.attempt, saver.metrics_file(trainer))
+        finalize(trainer, job, store, scratch, start.attempt, saver.metrics_file(trainer))
     dist.barrier(group=control)
     events.record("exit", reason="finished")
     dist.destroy_process_group()
