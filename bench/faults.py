@@ -45,6 +45,7 @@ from operator_client.runstore.aggregate import AGGREGATE_MANIFEST  # noqa: E402
 from operator_client.runstore.outputs import RankOutputs, commit_epoch  # noqa: E402
 from operator_client.storage import open_store  # noqa: E402
 from tests.fault_proxy import FaultProxy  # noqa: E402
+from tests.replicas import is_worker, processes  # noqa: E402
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 BUCKET = "faults"
@@ -246,7 +247,8 @@ def worker_processes(run: Run, replica: str) -> list[int]:
     pids = pod_processes.find(
         pod_processes.marker_of(run.jobdir, f"{run.name}-{replica}"), exact=True
     )
-    return [p for p in pids if b"runtime.worker" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    table = processes()
+    return [p for p in pids if p in table and is_worker(p, table)]
 
 
 def running_pid(run: Run, replica: str) -> int:

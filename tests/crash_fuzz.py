@@ -56,7 +56,7 @@ from operator_client.spec import load_job_text
 from operator_client.storage import ObjectStore, StoreError
 
 from .conftest import ROOT, job_yaml
-from .replicas import WORKER, Launch, launches, processes
+from .replicas import Launch, is_worker, launches, processes
 
 SAVE_EVERY = 4
 EPOCH = 8  # steps: FuzzData's 256 samples over 2 ranks in batches of 16
@@ -177,7 +177,7 @@ class Job:
 
     def workers(self, pod: Pod) -> list[int]:
         table = processes()
-        return [p for p in tree(pod.pid) if p in table and WORKER in table[p][1]]
+        return [p for p in tree(pod.pid) if p in table and is_worker(p, table)]
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:

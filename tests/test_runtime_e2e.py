@@ -138,6 +138,9 @@ def test_elastic_worker_killed_mid_fit_resumes_from_the_checkpoint(
     assert resumed, logs(reps)
     step = int(resumed[0].split("(step ")[1].split(",")[0])
     assert step > 0  # continued, not restarted from 0
+    # The agent says which rank failed and how, without the traceback of its own wait.
+    assert "failed (exitcode: -9) local_rank: 0" in reps[1].text(), logs(reps)
+    assert "ProcessExitedException" not in reps[1].text(), logs(reps)
     attempts = store.list("attempts/")
     assert len(attempts) == 2
     assert json.loads(store.get_bytes("_SUCCESS"))["step"] == 160

@@ -2,7 +2,9 @@
 
 Discovers the rank environment the operator injected, then runs torchrun's elastic agent
 in-process with the computed options; the agent starts the workers (the Lightning fit, or
-the user's command) and restarts them in place up to maxRestarts times.
+the user's command) and restarts them in place up to maxRestarts times. Lightning workers
+are forked from a server that imported torch and Lightning once per pod (WORKER_PRELOAD),
+so a worker restarted in place trains again without importing them anew.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from typing import TYPE_CHECKING
 from ..contract import EXIT_PREEMPTED
 from ..spec.document import nproc_per_node
 from .context import RuntimeConfigError, job_from_env
-from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover
+from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover, inside_torchrun
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
 
 log = logging.getLogger("kctl_train.runtime")
 WORKER_MODULE = "operator_client.runtime.worker"
+# What a Lightning worker imports before its first step: ~5 s of CPU on every start, paid
+# once per pod by the forkserver the workers are forked from (its imports run beside the
+# agent's own); a missing module is left to the worker to report.
+WORKER_PRELOAD = ("torch", "lightning", WORKER_MODULE)
 
 
 def gpu_count() -> int:
@@ -35,9 +41,85 @@ def gpu_count() -> int:
 
 
 def torchrun_argv(plan: LaunchPlan, command: Sequence[str] | None) -> list[str]:
-    """torchrun's full argument list: the plan's options, then the entry point."""
-    entry = ["--no-python", *command] if command else ["-m", WORKER_MODULE]
-    return [*plan.torchrun_args(), *entry]
+    """torchrun's full argument list: the plan's options, then the entry point (the
+    Lightning worker is forked from the forkserver: launch())."""
+    if command:
+        return [*plan.torchrun_args(), "--no-python", *command]
+    return [*plan.torchrun_args(), "--start-method=forkserver", "-m", WORKER_MODULE]
+
+
+def agent_env(job: TrainingJob, env: MutableMapping[str, str]) -> None:
+    """What the agent and every worker it starts run with (set before the forkserver
+    starts: its workers inherit its environment, not the agent's later one)."""
+    # In-place restarts are unreliable when workers share the rendezvous store
+    # (docs/RUNTIME_NOTES.md).
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    # The workers' lines reach the log as they are printed (progress, failures): the
+    # training-operator sets this, Trainer v2 does not (the image's ENV does; a local
+    # run from this machine's Python has no image).
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # On SIGTERM the agent forwards it to the workers, then SIGKILLs them after this many
+    # seconds (torch's default: 30): give the emergency checkpoint the pod's whole grace
+    # period, less a little for the agent's own exit.
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(job.spec.save_window_seconds - 3, 1)))
+    # CUDA must not be initialised in the forkserver (a forked child cannot use it then):
+    # asking whether GPUs exist goes through NVML instead of the CUDA runtime.
+    env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+
+# The forkserver listens on a socket in a directory multiprocessing makes under the temp
+# directory (~32 bytes more); a socket's path holds at most 107 bytes.
+SOCKET_PATH_MAX = 107
+
+
+def start_worker_server() -> None:
+    """Start the forkserver now, so that it imports WORKER_PRELOAD while the agent imports
+    torch and meets its peers; torchrun's agent forks every worker from it."""
+    import multiprocessing
+    import tempfile
+    from multiprocessing import forkserver, util
+
+    if len(tempfile.gettempdir()) + 32 > SOCKET_PATH_MAX:
+        # A deep TMPDIR (a local run's per-pod directory): the socket's directory in /tmp.
+        default, tempfile.tempdir = tempfile.tempdir, "/tmp"
+        try:
+            util.get_temp_dir()
+        finally:
+            tempfile.tempdir = default
+    multiprocessing.set_forkserver_preload(list(WORKER_PRELOAD))
+    forkserver.ensure_running()
+
+
+class _ExitWithoutTraceback(logging.Filter):
+    """torchrun logs a forked worker's non-zero exit (a preemption's 143 included) with
+    the traceback of its own wait for it, which says nothing the line does not: the
+    worker's own error, if any, is in the worker's lines above it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("failed (exitcode"):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def launch(args: list[str], lightning: bool) -> None:
+    """Run torchrun's elastic agent until the workers finish (its errors propagate): the
+    user's command as torchrun runs it, the Lightning worker as a function its processes
+    are forked to run (torchrun's `-m` would start a new interpreter each time)."""
+    from torch.distributed.run import config_from_args, get_args_parser, run
+
+    parsed = get_args_parser().parse_args(args)
+    if not lightning:
+        run(parsed)
+        return
+    from torch.distributed.launcher.api import elastic_launch
+
+    from .worker import forked_main
+
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(
+        _ExitWithoutTraceback()
+    )
+    config, _, _ = config_from_args(parsed)
+    elastic_launch(config, entrypoint=forked_main)()
 
 
 def name_the_user(env: MutableMapping[str, str]) -> None:
@@ -80,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         job = job_from_env(os.environ)
+        if not inside_torchrun(os.environ):
+            agent_env(job, os.environ)
+            if job.spec.command is None:
+                start_worker_server()
         plan = discover(
             os.environ,
             gpu_count(),
@@ -100,27 +186,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return worker_main()
     if already_finished(job):
         return 0
-    # In-place restarts are unreliable when workers share the rendezvous store
-    # (docs/RUNTIME_NOTES.md).
-    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-    # The workers' lines reach the log as they are printed (progress, failures): the
-    # training-operator sets this, Trainer v2 does not (the image's ENV does; a local
-    # run from this machine's Python has no image).
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    # On SIGTERM the agent forwards it to the workers, then SIGKILLs them after this many
-    # seconds (torch's default: 30): give the emergency checkpoint the pod's whole grace
-    # period, less a little for the agent's own exit.
-    grace = job.spec.save_window_seconds
-    os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(grace - 3, 1)))
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import get_args_parser, run
 
     try:
-        run(get_args_parser().parse_args(args))
+        launch(args, lightning=job.spec.command is None)
     except SignalException as exc:
         log.warning("agent stopped by signal %s", exc.sigval)
         return 128 + int(exc.sigval)

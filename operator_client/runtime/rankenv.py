@@ -103,8 +103,13 @@ def _conf(text: str | None) -> dict[str, str]:
     return conf
 
 
+def inside_torchrun(env: Mapping[str, str]) -> bool:
+    """Whether this process is already a torchrun worker (torchrun's own variables)."""
+    return "TORCHELASTIC_RUN_ID" in env and "LOCAL_RANK" in env
+
+
 def _torchrun_worker(env: Mapping[str, str], gpus: int, d: Defaults) -> Plan | None:
-    if "TORCHELASTIC_RUN_ID" not in env or "LOCAL_RANK" not in env:
+    if not inside_torchrun(env):
         return None
     rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
     if not 0 <= rank < world:

@@ -1,8 +1,9 @@
 """One torchrun worker: agree on the attempt and the resume point, fetch it,
 build the trainer, fit, finalize (aggregate, summarize, _SUCCESS).
 
-Started by the agent that `kctl-train-runtime` launches (`python -m
-operator_client.runtime.worker`), once per process on every node.
+Forked by the agent that `kctl-train-runtime` runs (forked_main, from the forkserver of
+runtime/main.py), or started as `python -m operator_client.runtime.worker`, once per
+process on every node.
 """
 
 from __future__ import annotations
@@ -487,6 +488,15 @@ def main() -> int:
         if not events.exited:
             events.record("exit", reason="failed")
         events.close()
+
+
+def forked_main() -> int:
+    """Entry point of a worker forked by the agent: its exit code is the process's (the
+    agent reads a failure, and a preemption's 143, from it; a return value it ignores)."""
+    code = main()
+    if code:
+        sys.exit(code)
+    return code
 
 
 if __name__ == "__main__":
