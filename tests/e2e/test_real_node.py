@@ -167,16 +167,18 @@ def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     assert "Succeeded: PyTorchJob kind-cpu is successfully completed." in stderr
     assert "kind-cpu: finished at step 300" in stdout + stderr
     _assert_complete(out)
-    # Applied again once finished: replaced, and the new run resumes from step 300 at once.
+    # Applied again once finished: replaced, and the same spec finds itself finished: every
+    # replica exits 0 before the rendezvous, no second attempt, nothing saved again.
     again = cluster.kctl(
         "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace", "--wait",
         "--timeout", "600", "--no-collect", timeout=700,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "pytorchjob.kubeflow.org/kind-cpu replaced" in again.stdout
-    # A second attempt ran, and saved nothing: it started at step 300 (a fresh start would
-    # have saved at 100, 200 and 300 again).
-    _s3().head_object(Bucket=BUCKET, Key=f"runs/{NAMESPACE}/kind-cpu/attempts/2.json")
+    logs = cluster.kctl("logs", "kind-cpu", "-n", NAMESPACE)
+    assert "this spec already finished at step 300 (attempt 1)" in logs.stdout, logs.stderr
+    listed = _s3().list_objects_v2(Bucket=BUCKET, Prefix=f"runs/{NAMESPACE}/kind-cpu/attempts/")
+    assert [o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])] == ["1.json"]
     assert {r["attempt"] for r in _checkpoint_rows("kind-cpu")} == {"1"}
 
 

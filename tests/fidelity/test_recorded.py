@@ -7,12 +7,44 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from ..e2e.cluster import connect
 from .corpus import GOLDEN, names
 from .record import main
+
+
+def not_yet_tried(committed: dict[str, Any], recorded: dict[str, Any]) -> bool:
+    """Whether `recorded` is `committed` before the controller tried all its pods: the
+    same creation failures, and fewer pods, each as committed. After a refusal the
+    training-operator retries in Go's random order of replica types and stops at the first
+    refusal, so a replica type that came after the refused one each time is not made
+    yet (for minutes, on a busy machine: record.py waits 30 s)."""
+    if not committed["events"] or committed["events"] != recorded["events"]:
+        return False
+    made = {pod["name"]: pod for pod in committed["pods"]}
+    names = [pod["name"] for pod in recorded["pods"]]
+    return len(names) < len(made) and all(made.get(p["name"]) == p for p in recorded["pods"])
+
+
+@pytest.mark.parametrize(
+    ("recorded", "accepted"),
+    [
+        ({"events": ["FailedCreatePod: m"], "pods": []}, True),
+        ({"events": ["FailedCreatePod: m"], "pods": [{"name": "w", "spec": 1}]}, False),  # all
+        ({"events": ["FailedCreatePod: m"], "pods": [{"name": "w", "spec": 2}]}, False),
+        ({"events": ["FailedCreatePod: w"], "pods": []}, False),
+        ({"events": [], "pods": []}, False),
+    ],
+)
+def test_a_recording_may_miss_only_pods_the_controller_has_not_tried(
+    recorded: dict[str, Any], accepted: bool
+) -> None:
+    committed = {"events": ["FailedCreatePod: m"], "pods": [{"name": "w", "spec": 1}]}
+    assert not_yet_tried(committed, recorded) is accepted
 
 
 @pytest.mark.xdist_group("heavy")  # not beside the crash fuzz (test_checkpoint_fuzz.py)
@@ -21,7 +53,13 @@ def test_the_goldens_are_what_the_real_controllers_make_now(tmp_path: Path) -> N
     main([], into=tmp_path)
     changed = []
     for name in names():
-        old = (GOLDEN / f"{name}.yaml").read_text().splitlines(keepends=True)
-        new = (tmp_path / f"{name}.yaml").read_text().splitlines(keepends=True)
-        changed += difflib.unified_diff(old, new, f"committed {name}", f"recorded {name}")
+        old = (GOLDEN / f"{name}.yaml").read_text()
+        new = (tmp_path / f"{name}.yaml").read_text()
+        if old != new and not not_yet_tried(yaml.safe_load(old), yaml.safe_load(new)):
+            changed += difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                f"committed {name}",
+                f"recorded {name}",
+            )
     assert not changed, "".join(changed)
