@@ -96,9 +96,7 @@ def finished(store: ObjectStore, spec_hash: str) -> Finished | None:
     finished, finished another spec, or no marker kctl-train wrote). A replica that
     restarts after its job finished (a Master killed after its Workers exited) would
     otherwise wait at the rendezvous for peers that never come back."""
-    try:
-        if not store.exists(SUCCESS):
-            return None
+    try:  # one read: a missing marker is a StoreError like any other unreadable one
         doc = Document.parse(store.get_bytes(SUCCESS), SUCCESS)
         if doc.raw.get("specHash") != spec_hash:
             return None
