@@ -343,6 +343,28 @@ def test_the_best_checkpoint_by_a_monitor_is_kept_and_collected(
     assert wrong.returncode != 0 and "no committed checkpoint at that step" in wrong.stderr
 
 
+def test_a_save_due_at_an_epochs_end_waits_for_its_validation(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A checkpoint of the batch before a validation would be resumed past that validation
+    (Lightning fast-forwards it): the save waits for on_validation_end, so the checkpoint
+    at the end of epoch 0 (step 32) carries epoch 0's val_loss, the one the metrics log has
+    for that epoch (before: none, and each later save the previous epoch's)."""
+    path = lightning_job(tmp_path, "epochs", checkpoint="{every: 32 steps, keep: 5}")
+    out = kctl("apply", str(path), "--local", "--wait", "--no-collect", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = kctl("collect", "epochs", "--local", "--checkpoint", "64", env=env, cwd=tmp_path)
+    assert got.returncode == 0, got.stdout + got.stderr
+    with (tmp_path / "results/epochs/metrics/metrics.csv").open() as fh:
+        logged = {
+            int(r["epoch"]): float(r["val_loss"]) for r in csv.DictReader(fh) if r["val_loss"]
+        }
+    summary = json.loads((tmp_path / "results/epochs/summary.json").read_text())
+    assert summary["committedCheckpoints"] == [160, 128, 96, 64, 32]
+    (collected,) = summary["checkpoints"]
+    assert collected["step"] == 64 and collected["scores"]["val_loss"] == logged[1], logged
+
+
 def test_resume_best_begins_a_line_from_the_best_and_the_same_spec_continues_it(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -38,25 +38,30 @@ def test_the_budget_is_a_save_in_flight_then_one_more(
 
 
 @pytest.mark.parametrize(
-    ("measured", "grace", "since", "in_flight", "fits"),
+    ("measured", "grace", "since", "in_flight", "fits", "before"),
     [
-        (False, 1.0, 0.0, True, True),  # nothing measured yet: try
+        (False, 1.0, 0.0, True, True, 0.0),  # nothing measured yet: try
         # A save 3 s, one in flight 2.5 s more, and 3 s to exit.
-        (True, 30.0, 0.0, True, True),
-        (True, 30.0, 21.5, True, True),
-        (True, 30.0, 21.6, True, False),  # the stop came late in the grace period
-        (True, 30.0, 24.0, False, True),  # ... but nothing was in flight: 6 s suffice
-        (True, 5.0, 0.0, False, False),
+        (True, 30.0, 0.0, True, True, 0.0),
+        (True, 30.0, 21.5, True, True, 0.0),
+        (True, 30.0, 21.6, True, False, 0.0),  # the stop came late in the grace period
+        (True, 30.0, 24.0, False, True, 0.0),  # ... but nothing was in flight: 6 s suffice
+        (True, 5.0, 0.0, False, False, 0.0),
+        # After the epoch's validation (runtime/callbacks.validation_follows):
+        (True, 30.0, 0.0, True, True, 21.5),
+        (True, 30.0, 0.0, True, False, 21.6),
+        (False, 30.0, 10.0, True, True, 20.0),  # no save measured: the validation fits
+        (False, 30.0, 10.0, True, False, 20.5),
     ],
 )
 def test_a_save_is_started_only_when_the_grace_period_holds_it(
-    measured: bool, grace: float, since: float, in_flight: bool, fits: bool
+    measured: bool, grace: float, since: float, in_flight: bool, fits: bool, before: float
 ) -> None:
     pytest.importorskip("lightning", reason="the runtime extra is not installed")
     from operator_client.runtime.callbacks import emergency_save_fits
 
     budget = checkpoint_log.budget([row("0.5", "2", "0.5")]) if measured else None
-    assert emergency_save_fits(budget, grace, since, in_flight) is fits
+    assert emergency_save_fits(budget, grace, since, in_flight, before) is fits
 
 
 @pytest.mark.parametrize(

@@ -78,12 +78,28 @@ PREEMPTED = Preemption()
 
 
 def emergency_save_fits(
-    budget: checkpoint_log.SaveBudget | None, grace: float, since_signal: float, in_flight: bool
+    budget: checkpoint_log.SaveBudget | None,
+    grace: float,
+    since_signal: float,
+    in_flight: bool,
+    before: float = 0.0,
 ) -> bool:
     """Whether an emergency save can commit before the kubelet's SIGKILL: what one needs on
-    this job (a save in flight, if there is one, then this one, and the exit) within what
-    is left of the grace period. Unknown before the first measured save: try."""
-    return budget is None or budget.needed(in_flight) <= grace - since_signal
+    this job (a save in flight, if there is one, then this one, and the exit), after
+    `before` seconds of other work, within what is left of the grace period. Unknown
+    before the first measured save: try."""
+    left = grace - since_signal - before
+    return left >= 0 and (budget is None or budget.needed(in_flight) <= left)
+
+
+def validation_follows(trainer: L.Trainer) -> bool:
+    """Whether Lightning validates after the training batch that just ended. A checkpoint
+    of that batch's end is resumed past the validation (the loop fast-forwards it, so the
+    epoch's validation outputs and monitored metric would never exist): such a save waits
+    for on_validation_end, the point Lightning's own ModelCheckpoint saves at. Lightning's
+    own predicate, as it alone knows every val_check_interval form."""
+    loop = trainer.fit_loop.epoch_loop
+    return bool(loop._should_check_val_fx(trainer.fit_loop._data_fetcher))
 
 
 class Preempted(Exception):
@@ -146,6 +162,11 @@ class CheckpointCallback(L.Callback):
         self.history = history
         self.skipped = 0
         self.prepared = False
+        # A save (or SIGTERM stop) that waits for the validation after its batch, and how
+        # long this run's last validation took (kept in the checkpoint, for the next attempt).
+        self.after_validation: tuple[bool, bool] | None = None
+        self.validation_s: float | None = None
+        self.validation_began = 0.0
         writers = list(range(run.world.world_size)) if writers is None else writers
         self.snapshotter = Snapshotter(run.world.rank, len(writers))
         self.writer = CheckpointWriter(
@@ -237,14 +258,18 @@ class CheckpointCallback(L.Callback):
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.run.control)
         return bool(flags[0]), by_steps or bool(flags[1])
 
-    def _emergency_fits(self) -> bool:
-        """Rank 0's answer (it alone has the save log), the same on every rank."""
+    def _emergency_fits(self, before: float | None = 0.0, *, explain: bool = True) -> bool:
+        """Rank 0's answer (it alone has the save log), the same on every rank: whether the
+        save fits after `before` seconds (None: unknown, it does not); `explain` logs why
+        a save that does not fit is not started."""
         fits = 1.0
         if self.world.rank == 0:
             since = time.monotonic() - PREEMPTED.at if PREEMPTED.at is not None else 0.0
             budget, busy = self.writer.budget, self.writer.busy
-            fits = float(emergency_save_fits(budget, self.grace, since, busy))
-            if not fits and budget is not None:
+            fits = float(
+                before is not None and emergency_save_fits(budget, self.grace, since, busy, before)
+            )
+            if not fits and explain and budget is not None:
                 last = self.writer.last
                 log.warning(
                     "SIGTERM: an emergency save needs about %.1fs on this job (%sthis one "
@@ -282,6 +307,45 @@ class CheckpointCallback(L.Callback):
             self.snapshotter.prepare(checkpoint)
             self.prepared = True
         stop, due = self._agree(trainer, batch_idx)
+        if (stop or due) and validation_follows(trainer):
+            if not stop or self._emergency_fits(self.validation_s, explain=False):
+                self.after_validation = (stop, due)
+                if stop and self.world.rank == 0:
+                    log.warning(
+                        "SIGTERM: training stopped at step %d; epoch %d's validation runs "
+                        "first (%.1fs last time), then the emergency save",
+                        trainer.global_step, trainer.current_epoch, self.validation_s or 0.0,
+                    )  # fmt: skip
+                return
+            if self.world.rank == 0:
+                log.warning(
+                    "SIGTERM at step %d, before epoch %d's validation: saving first (its "
+                    "validation %s); a resume from this step does not validate it again",
+                    trainer.global_step, trainer.current_epoch,
+                    "time is not known yet" if self.validation_s is None
+                    else f"of {self.validation_s:.1f}s and the save do not both fit",
+                )  # fmt: skip
+        self._save_or_stop(trainer, stop, due)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.validation_began = time.monotonic()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self.validation_s = time.monotonic() - self.validation_began
+        if self.after_validation is not None:
+            (stop, due), self.after_validation = self.after_validation, None
+            self._save_or_stop(trainer, stop, due)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"validation_s": self.validation_s}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.validation_s = state_dict.get("validation_s")
+
+    def _save_or_stop(self, trainer: L.Trainer, stop: bool, due: bool) -> None:
+        """The save that is due, or on SIGTERM the emergency save, the commit and the stop."""
         fits = not stop or self._emergency_fits()
         stopped = time.monotonic()
         if stop and self.world.rank == 0:
