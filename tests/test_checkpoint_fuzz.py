@@ -32,3 +32,18 @@ def test_twenty_seeded_kills_tear_nothing_and_resume_from_the_newest_commit(
     # The kills did land across the save path, not all in one place.
     assert len({t.point for t in result.trials}) >= 3, report
     assert len({t.kind for t in result.trials}) >= 3, report
+
+
+@pytest.mark.parametrize(
+    ("keys", "flight"),
+    [
+        (set(), None),
+        ({"checkpoints/step-000000004/MANIFEST.json", "checkpoints/step-000000004/a"}, None),
+        ({"checkpoints/step-000000004/MANIFEST.json", "checkpoints/step-000000008/a"}, 8),
+        ({"checkpoints/step-000000008/parts/rank-0.json", "checkpoints/LATEST"}, 8),
+    ],
+)
+def test_a_save_in_flight_is_one_begun_and_not_committed(
+    keys: set[str], flight: int | None
+) -> None:
+    assert crash_fuzz.in_flight(keys) == flight
