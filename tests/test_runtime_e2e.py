@@ -41,6 +41,7 @@ def job(
     delay: float = 0.0,
     keep: int = 3,
     extra: str = "",
+    trainer: str = "",
 ) -> dict[str, Any]:
     text = job_yaml(
         name,
@@ -49,7 +50,7 @@ def job(
     model: operator_client.examples.regression:RegressionModel
     modelArgs: {{step_delay: {delay}}}
     data: operator_client.examples.regression:RegressionData
-    trainer: {{max_steps: {steps}, log_every_n_steps: 10}}
+    trainer: {{max_steps: {steps}, log_every_n_steps: 10{trainer}}}
   nodes: {nodes}
   checkpoint: {{every: {every} steps, keep: {keep}}}
   storage: {storage}
@@ -182,13 +183,20 @@ def test_a_trainjob_node_killed_mid_fit_resumes_from_the_checkpoint(tmp_path: Pa
 
 
 def sigterm_once(
-    tmp_path: Path, name: str, *, seen: str, every: int, extra: str
+    tmp_path: Path, name: str, *, seen: str, every: int, extra: str, trainer: str = ""
 ) -> tuple[list[R.Replica], ObjectStore]:
     """A 1-node job of endless steps, SIGTERMed (what the kubelet sends PID 1) once its
     log shows `seen`; its replicas, ended non-zero, and its store."""
     uri = (tmp_path / "store").as_uri()
     manifest = job(
-        name, f"{{uri: '{uri}'}}", nodes="1", steps=100000, every=every, delay=0.01, extra=extra
+        name,
+        f"{{uri: '{uri}'}}",
+        nodes="1",
+        steps=100000,
+        every=every,
+        delay=0.01,
+        extra=extra,
+        trainer=trainer,
     )
     store = store_of(manifest, uri)
     reps = R.start(manifest, tmp_path)
@@ -242,6 +250,32 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     )
     patient_job = spec.model_copy(update={"spec": spec.spec.model_copy(update={"fault": patient})})
     assert grace_warning(patient_job, "job.yaml") is None
+
+
+def test_sigterm_before_a_validation_lets_it_run_then_saves(tmp_path: Path) -> None:
+    """Epochs of one batch: every step is an agreement point and is followed by a
+    validation. A checkpoint of that batch's end would be resumed past the validation, so
+    on SIGTERM the validation runs first (its last time and the save fit the grace period),
+    then the emergency save, which carries that epoch's val_loss; its outputs committed."""
+    reps, store = sigterm_once(
+        tmp_path,
+        "validate-first",
+        seen='"step":20,',
+        every=100000,
+        extra="  processesPerNode: 2\n",
+        trainer=", limit_train_batches: 1",
+    )
+    text = reps[0].text()
+    stopped = re.search(r"SIGTERM: training stopped at step (\d+); epoch (\d+)'s validation "
+                        r"runs first \(([\d.]+)s last time\)", text)  # fmt: skip
+    assert stopped, logs(reps)
+    step, epoch = int(stopped[1]), int(stopped[2])
+    assert epoch == step - 1 and float(stopped[3]) > 0
+    assert "emergency checkpoint" in text and "saving first" not in text, logs(reps)
+    (newest, *_) = checkpoints.committed(store)
+    assert (newest.step, newest.epoch) == (step, epoch), newest
+    assert "val_loss" in newest.scores
+    assert store.exists(f"outputs/val/epoch-{epoch:05d}/MANIFEST.json")
 
 
 def test_sigterm_starts_no_save_that_the_grace_period_cannot_hold(tmp_path: Path) -> None:
