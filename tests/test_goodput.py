@@ -181,6 +181,17 @@ def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:
     )
     profiler.close_window()  # nothing trained since: no event
     assert len(log.events) == 2
+    # The outputs' commit and a save that waited for the validation run inside it: each
+    # counted once, as what it is.
+    timed("run_training_batch", 2.0)
+    timed("[LightningModule]Model.on_validation_start", 0.0)
+    now[0] += 1.0
+    timed("[Callback]OutputsCallback.on_validation_epoch_end", 0.25)
+    timed("[Callback]CheckpointCallback.on_validation_end", 0.5)
+    timed("[LightningModule]Model.on_validation_end", 0.0)
+    profiler.close_window()
+    third = log.events[2]
+    assert (third["outputs_s"], third["stall_s"], third["eval_s"]) == (0.25, 0.5, 1.0)
 
 
 NAMES = ["process_start", "rendezvous_start", "rendezvous_end", "restore_start", "restore_end",
