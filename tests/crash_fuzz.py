@@ -268,8 +268,14 @@ class Store:
         return self.now
 
 
+def _dir(key: str) -> str:
+    """A key's checkpoint directory: a checkpoint is everything below checkpoints/<step>/
+    (its part records included), as retention takes it."""
+    return "/".join(key.split("/", 2)[:2])
+
+
 def _committed_dirs(keys: set[str]) -> set[str]:
-    return {k.rsplit("/", 1)[0] for k in keys if k.endswith("/" + checkpoints.MANIFEST)}
+    return {_dir(k) for k in keys if k.endswith("/" + checkpoints.MANIFEST)}
 
 
 def reached(point: str, before: tuple[set[str], bytes], now: tuple[set[str], bytes]) -> bool:
@@ -277,7 +283,7 @@ def reached(point: str, before: tuple[set[str], bytes], now: tuple[set[str], byt
     (old, old_latest), (keys, latest) = before, now
     new = keys - old
     committed = _committed_dirs(keys)
-    uncommitted = [k for k in new if k.rsplit("/", 1)[0].split("/parts")[0] not in committed]
+    uncommitted = [k for k in new if _dir(k) not in committed]
     if point == "dcp_write":
         return any(k.endswith(".distcp") for k in uncommitted)
     if point == "part_record":
@@ -294,7 +300,8 @@ def reached(point: str, before: tuple[set[str], bytes], now: tuple[set[str], byt
 def in_flight(keys: set[str]) -> int | None:
     """The newest step a save has begun writing to the store and not committed."""
     committed = _committed_dirs(keys)
-    steps = [int(m[1]) for k in keys if (m := STEP_DIR.match(k)) and m[0] not in committed]
+    dirs = {_dir(k) for k in keys} - committed
+    steps = [int(m[1]) for d in dirs if (m := STEP_DIR.fullmatch(d))]
     return max(steps, default=None)
 
 

@@ -307,25 +307,33 @@ class CheckpointCallback(L.Callback):
             self.snapshotter.prepare(checkpoint)
             self.prepared = True
         stop, due = self._agree(trainer, batch_idx)
-        if (stop or due) and validation_follows(trainer):
-            if not stop or self._emergency_fits(self.validation_s, explain=False):
-                self.after_validation = (stop, due)
-                if stop and self.world.rank == 0:
-                    log.warning(
-                        "SIGTERM: training stopped at step %d; epoch %d's validation runs "
-                        "first (%.1fs last time), then the emergency save",
-                        trainer.global_step, trainer.current_epoch, self.validation_s or 0.0,
-                    )  # fmt: skip
-                return
-            if self.world.rank == 0:
+        if not ((stop or due) and self._after_validation(trainer, stop, due)):
+            self._save_or_stop(trainer, stop, due)
+
+    def _after_validation(self, trainer: L.Trainer, stop: bool, due: bool) -> bool:
+        """Whether the save (or stop) of this batch waits for the validation after it
+        (collective when `stop`): a save always does; a stop when the validation's last
+        time and the save fit what is left of the grace period, else it saves first."""
+        if not validation_follows(trainer):
+            return False
+        if not stop or self._emergency_fits(self.validation_s, explain=False):
+            self.after_validation = (stop, due)
+            if stop and self.world.rank == 0:
                 log.warning(
-                    "SIGTERM at step %d, before epoch %d's validation: saving first (its "
-                    "validation %s); a resume from this step does not validate it again",
-                    trainer.global_step, trainer.current_epoch,
-                    "time is not known yet" if self.validation_s is None
-                    else f"of {self.validation_s:.1f}s and the save do not both fit",
+                    "SIGTERM: training stopped at step %d; epoch %d's validation runs "
+                    "first (%.3fs last time), then the emergency save",
+                    trainer.global_step, trainer.current_epoch, self.validation_s or 0.0,
                 )  # fmt: skip
-        self._save_or_stop(trainer, stop, due)
+            return True
+        if self.world.rank == 0:
+            log.warning(
+                "SIGTERM at step %d, before epoch %d's validation: saving first (its "
+                "validation %s); a resume from this step does not validate it again",
+                trainer.global_step, trainer.current_epoch,
+                "time is not known yet" if self.validation_s is None
+                else f"of {self.validation_s:.1f}s and the save do not both fit",
+            )  # fmt: skip
+        return False
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.validation_began = time.monotonic()
@@ -342,7 +350,8 @@ class CheckpointCallback(L.Callback):
         return {"validation_s": self.validation_s}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.validation_s = state_dict.get("validation_s")
+        seconds = state_dict.get("validation_s")  # read from the store: a number, or none
+        self.validation_s = float(seconds) if isinstance(seconds, int | float) else None
 
     def _save_or_stop(self, trainer: L.Trainer, stop: bool, due: bool) -> None:
         """The save that is due, or on SIGTERM the emergency save, the commit and the stop."""
