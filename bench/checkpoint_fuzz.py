@@ -7,7 +7,7 @@ kill in save intervals, the RNG and read checks, any failure, and last
 `N trials, T torn, R resumed from the newest commit`. Exits 1 on any torn checkpoint,
 missed resume, RNG or read failure, or sample counted twice in a job's outputs.
 
-Usage: python bench/checkpoint_fuzz.py [--trials N] [--seed S] [--keep DIR]
+Usage: python bench/checkpoint_fuzz.py [--trials N] [--seed S] [--keep DIR] [--kinds K,...]
 """
 
 from __future__ import annotations
@@ -28,11 +28,20 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="leave the jobs' files here")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(crash_fuzz.KINDS),
+        help="the kinds of kill to draw from, comma-separated (default: all)",
+    )
     args = parser.parse_args()
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kctl-fuzz-") as scratch:
         workdir = args.keep or Path(scratch)
-        result = crash_fuzz.run(args.trials, args.seed, workdir, say=print)
+        kinds = tuple(args.kinds.split(","))
+        unknown = sorted(set(kinds) - set(crash_fuzz.KINDS))
+        if unknown:
+            parser.error(f"--kinds: unknown {unknown}; choose from {crash_fuzz.KINDS}")
+        result = crash_fuzz.run(args.trials, args.seed, workdir, say=print, kinds=kinds)
     print(f"({time.monotonic() - began:.0f}s, seed {args.seed})")
     print("\n".join(result.lines()))
     return 0 if result.ok else 1

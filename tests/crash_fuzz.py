@@ -327,8 +327,10 @@ def _last_step(log: str) -> int:
 class Chain:
     """One job, killed trial after trial until it finishes."""
 
-    def __init__(self, workdir: Path, name: str, rng: random.Random) -> None:
-        self.workdir, self.rng = workdir, rng
+    def __init__(
+        self, workdir: Path, name: str, rng: random.Random, kinds: tuple[str, ...] = KINDS
+    ) -> None:
+        self.workdir, self.rng, self.kinds = workdir, rng, kinds
         self.fuzz_dir = workdir / "fuzz"
         self.fuzz_dir.mkdir(parents=True)
         uri = (workdir / "store").as_uri()
@@ -366,7 +368,7 @@ class Chain:
         if self.finished:
             return None
         attempts = len(_attempts(self.job.rank0_log()))  # its line is out by now
-        kind, point = self.rng.choice(KINDS), self.rng.choice(POINTS)
+        kind, point = self.rng.choice(self.kinds), self.rng.choice(POINTS)
         slow = any(pod.slow for pod in self.job.pods)
         if point == "uniform":
             end = time.monotonic() + self.rng.uniform(0.0, 2.5)
@@ -576,7 +578,7 @@ class Result:
         out = []
         pairs = Counter((t.kind, t.point) for t in trials)
         out.append("kill points covered (kind x point: trials):")
-        for kind in KINDS:
+        for kind in (k for k in KINDS if any(t.kind == k for t in trials)):
             cells = [f"{point} {pairs[(kind, point)]}" for point in POINTS]
             out.append(f"  {kind:<8} " + ", ".join(cells))
         out.append(f"  with a slow store: {sum(t.slow for t in trials)}")
@@ -606,8 +608,15 @@ class Result:
         return out
 
 
-def run(trials: int, seed: int, workdir: Path, say: Callable[[str], None] = print) -> Result:
-    """`trials` kills over as many jobs as it takes, each job run to its end."""
+def run(
+    trials: int,
+    seed: int,
+    workdir: Path,
+    say: Callable[[str], None] = print,
+    kinds: tuple[str, ...] = KINDS,
+) -> Result:
+    """`trials` kills of the given kinds over as many jobs as it takes, each job run to
+    its end."""
     # The checks read checkpoints that retention may be deleting: no warnings for those.
     logging.getLogger("kctl_train").setLevel(logging.ERROR)
     rng = random.Random(seed)
@@ -616,7 +625,7 @@ def run(trials: int, seed: int, workdir: Path, say: Callable[[str], None] = prin
     chain_number = 0
     while len(done) < trials:
         chain_number += 1
-        chain = Chain(workdir / f"job-{chain_number}", f"fuzz{chain_number}", rng)
+        chain = Chain(workdir / f"job-{chain_number}", f"fuzz{chain_number}", rng, kinds)
         try:
             while len(done) < trials:
                 found = chain.trial(len(done) + 1)
