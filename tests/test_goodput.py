@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from operator_client.runstore import events
 from operator_client.runstore.events import RankEvents
-from operator_client.runstore.goodput import CATEGORIES, PodTimes, account, pod_of
+from operator_client.runstore.goodput import (
+    CATEGORIES,
+    PodTimes,
+    Preemption,
+    account,
+    pod_of,
+    preemption_line,
+)
 from operator_client.storage import open_store
 
 
@@ -94,6 +101,66 @@ def test_a_kill_after_a_checkpoint_costs_the_steps_redone_and_the_gap() -> None:
     assert sum(second.categories.values()) == pytest.approx(12)
     attempts = result.to_json()["attempts"]
     assert [(a["attempt"], a["start_s"], a["end_s"]) for a in attempts] == [(1, 0, 8), (2, 20, 32)]
+
+
+SIGTERM = {"step": 50, "after_s": 0.1, "needed_s": 4.2, "left_s": 0.9, "grace_s": 1}
+
+
+@pytest.mark.parametrize(
+    ("stop", "commit", "words"),
+    [
+        ({"saving": True}, 50, "SIGTERM at step 50: its emergency checkpoint committed"),
+        ({"saving": False, "saved_before": True}, None, "committed, nothing lost"),
+        (
+            {"saving": True},
+            None,
+            "the emergency save did not commit (SIGKILL cut it, or a peer was lost before "
+            "its part)",
+        ),
+        ({"saving": True}, 40, "did not commit"),  # a commit of an earlier save only
+        (
+            {"saving": False},
+            None,
+            "no emergency save started (it needs about 4.2s, 0.9s were left of the 1s grace "
+            "period): the newest committed checkpoint stands whole",
+        ),
+        (
+            {"saving": False, "needed_s": None, "left_s": -2},
+            None,
+            "no emergency save started (0.0s were left of the 1s grace period)",
+        ),
+    ],
+)
+def test_what_a_sigterm_did_is_said_and_the_next_resume_beside_it(
+    stop: dict[str, Any], commit: int | None, words: str
+) -> None:
+    """Rank 0's `sigterm` and `emergency_commit` events become the attempt's preemption,
+    in words for `status` with where the next attempt resumed, and in summary.json."""
+    killed = attempt(0, None, [window(3, 8, 0, 50, train=5)], end="")
+    killed.insert(-1, e(8, "sigterm", **{**SIGTERM, **stop}))
+    if commit is not None:
+        killed.insert(-1, e(8, "emergency_commit", step=commit, key="checkpoints/x"))
+    resumed = attempt(20, 40, [window(24, 31, 40, 100, train=7)], "finished")
+    other_rank = attempt(0, None, [window(3, 8, 0, 50, train=5)], end="")
+    other_rank.insert(-1, e(8, "sigterm", **{**SIGTERM, "step": 7}))  # rank 0's is read
+    result = account(
+        [RankEvents(1, 0, killed), RankEvents(2, 0, resumed), RankEvents(1, 1, other_rank)]
+    )
+    assert result is not None
+    line = preemption_line(result)
+    assert line is not None and line.startswith("attempt 1: SIGTERM at step 50: ")
+    assert words in line and line.endswith("; attempt 2 resumed from step 40")
+    saved = result.to_json()["attempts"][0]["preemption"]
+    assert Preemption.from_json(saved) == result.attempts[0].preemption
+    assert result.attempts[1].preemption is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, [], {"step": "50", "left_s": 1}, {"step": 50}, {"step": 50, "left_s": float("nan")}],
+)
+def test_a_preemption_a_pod_or_a_person_wrote_badly_is_none(value: Any) -> None:
+    assert Preemption.from_json(value) is None
 
 
 def test_a_slow_rank_is_named_and_an_empty_run_has_no_account() -> None:

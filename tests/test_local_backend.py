@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from operator_client.backends.local.sandbox.support import MODE_ENV, PROCESS
-from operator_client.runstore import checkpoints
+from operator_client.runstore import checkpoint_log, checkpoints, events, goodput
 from operator_client.storage import open_store
 
 from .conftest import ROOT, job_yaml
@@ -505,6 +505,97 @@ def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
     assert all(r["pid"] is None for r in body["local"]["replicas"])
     store = open_store((tmp_path / "home/store/default/stopme").as_uri() + "/")
     assert checkpoints.committed(store)[0].step >= 30
+
+
+def saves_measured(name: str, tmp_path: Path, saves: int) -> Any:
+    """The store of a running local job, once `saves` checkpoints are in its save log
+    (what an emergency save needs is measured then)."""
+    store = open_store((tmp_path / f"home/store/default/{name}").as_uri() + "/")
+    deadline = time.monotonic() + 150
+    while len(checkpoint_log.read(store)) < saves:
+        assert time.monotonic() < deadline, "no saves in 150s"
+        time.sleep(0.5)
+    return store
+
+
+def sigterm_of(store: Any) -> tuple[goodput.Preemption, int | None]:
+    """What the SIGTERM did, as the job's rank 0 recorded it, and the last step trained."""
+    found = goodput.account(events.read_store(store))
+    assert found is not None
+    (stopped,) = [a for a in found.attempts if a.preemption is not None]
+    assert stopped.preemption is not None
+    return stopped.preemption, stopped.reached
+
+
+def test_a_delete_within_a_grace_period_that_holds_the_save_loses_no_step(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A 30 s grace period (Kubernetes' default), longer than the save measured here: the
+    delete's SIGTERM stops training at the next step boundary and that very step is
+    committed, so nothing trained is lost."""
+    path = lightning_job(
+        tmp_path,
+        "grace30",
+        extra="  fault: {terminationGracePeriod: 30s}\n",
+        steps=100000,
+        checkpoint="{every: 10 steps, keep: 3}",
+    )
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    store = saves_measured("grace30", tmp_path, 3)
+    out = kctl("delete", "grace30", "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    preemption, reached = sigterm_of(store)
+    assert preemption.saving and preemption.grace_s == 30
+    assert preemption.needed_s is not None and preemption.needed_s < preemption.left_s
+    newest = checkpoints.committed(store)[0]
+    assert newest.step == preemption.committed == preemption.step
+    assert reached is not None and reached <= newest.step
+    (row,) = [r for r in checkpoint_log.read(store) if r["emergency"] == "1"]
+    assert int(row["step"]) == newest.step
+    assert "its emergency checkpoint committed, nothing lost" in preemption.words()
+
+
+def test_a_grace_period_too_short_for_the_save_keeps_the_last_checkpoint_and_says_so(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A 1 s grace period is shorter than what an emergency save needs (its measured
+    saves and the 3 s to exit): on the stop no save is started, the newest committed
+    checkpoint stays whole and is what a restart takes, and `status` says what happened."""
+    path = lightning_job(
+        tmp_path,
+        "grace1",
+        extra="  fault: {terminationGracePeriod: 1s}\n",
+        steps=100000,
+        checkpoint="{every: 10 steps, keep: 3}",
+    )
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    store = saves_measured("grace1", tmp_path, 3)
+    waiter = subprocess.Popen(
+        [KCTL, "wait", "grace1", "--local"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(2)  # following
+    waiter.send_signal(signal.SIGINT)
+    _, stderr = waiter.communicate(timeout=60)
+    assert waiter.returncode == 130, stderr
+    preemption, _ = sigterm_of(store)
+    assert not preemption.saving and preemption.committed is None
+    assert preemption.needed_s is not None and preemption.needed_s > 1
+    rows = checkpoint_log.read(store)
+    assert rows and not any(r["emergency"] == "1" for r in rows)
+    newest = checkpoints.committed(store)[0]
+    assert newest.step == max(int(r["step"]) for r in rows) < preemption.step
+    assert checkpoints.fetch(store, newest, tmp_path / "newest") is not None  # whole
+    text = kctl("status", "grace1", "--local", env=env, cwd=tmp_path).stdout
+    assert f"SIGTERM at step {preemption.step}: no emergency save started" in text, text
+    assert "the newest committed checkpoint stands whole" in text
+    assert "a preempted pod has 1s: it does NOT fit" in text
+    assert kctl("delete", "grace1", "--local", env=env, cwd=tmp_path).returncode == 0
 
 
 def test_commands_explain_what_is_wrong(tmp_path: Path, env: dict[str, str]) -> None:

@@ -78,3 +78,23 @@ def test_the_budget_in_words_beside_the_window(window: int | None, ends: str) ->
     text = found.against(window)
     assert text.startswith("an emergency save needs 8.5s (a save in flight 2.5s, then one 3.0s")
     assert text.endswith(ends)
+
+
+@pytest.mark.parametrize(
+    ("now", "latest_signal", "needed", "over"),
+    [
+        # Training stopped at t=100.
+        (100.0, None, 6.0, False),  # no SIGTERM here (the stop was agreed): wait on
+        (110.0, 99.0, 6.0, False),  # the pod's own SIGTERM, before the stop: wait on
+        (105.0, 103.0, 6.0, False),  # the agent tears down: a live peer still has time
+        (106.0, 103.0, 6.0, True),  # ... and once a save's time passed, its part is lost
+        (500.0, 103.0, None, False),  # nothing measured: the agent's timeout ends it
+    ],
+)
+def test_rank_0_gives_a_commit_up_once_its_agent_tears_the_group_down(
+    now: float, latest_signal: float | None, needed: float | None, over: bool
+) -> None:
+    pytest.importorskip("lightning", reason="the runtime extra is not installed")
+    from operator_client.runtime.callbacks import emergency_wait_over
+
+    assert emergency_wait_over(now, 100.0, latest_signal, needed) is over

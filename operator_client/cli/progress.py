@@ -140,20 +140,23 @@ class TransferDisplay:
         )
 
 
-def _goodput_text(handle: JobHandle, view: JobView) -> str:
-    """`goodput 41% so far (productive 1m 3s of 2m 34s rank time)`, or "" where there is
-    nothing to say (no store, no events yet, a store this machine cannot read)."""
+def _goodput_texts(handle: JobHandle, view: JobView) -> tuple[str, str]:
+    """`goodput 41% so far (productive 63s of 154 rank-seconds)` and what the newest
+    SIGTERM did (runstore/goodput.py), each "" where there is nothing to say (no store, no
+    events yet, a store this machine cannot read, no SIGTERM)."""
     from ..errors import KctlTrainError
+    from ..runstore.goodput import preemption_line
 
     try:
         found = handle.goodput(view=view)
     except KctlTrainError:
-        return ""
+        return "", ""
     if found is None or found.total <= 0:
-        return ""
+        return "", ""
     return (
         f"goodput {found.goodput:.0%} so far ({found.categories['productive']:.0f}s "
-        f"productive of {found.total:.0f} rank-seconds)"
+        f"productive of {found.total:.0f} rank-seconds)",
+        preemption_line(found) or "",
     )
 
 
@@ -168,32 +171,34 @@ def _budget(handle: JobHandle, view: JobView) -> SaveBudget | None:
         return None
 
 
-def _store_words(handle: JobHandle) -> tuple[str, SaveBudget | None, int | None]:
-    """The goodput words, the save budget and the save window, from one read of the job
-    ("", None, None where the job is gone)."""
+def _store_words(handle: JobHandle) -> tuple[str, str, SaveBudget | None, int | None]:
+    """The goodput and SIGTERM words, the save budget and the save window, from one read
+    of the job ("", "", None, None where the job is gone)."""
     from ..errors import KctlTrainError
 
     try:
         view = handle.status()
     except KctlTrainError:
-        return "", None, None
-    return _goodput_text(handle, view), _budget(handle, view), handle.save_window(view)
+        return "", "", None, None
+    goodput, sigterm = _goodput_texts(handle, view)
+    return goodput, sigterm, _budget(handle, view), handle.save_window(view)
 
 
 def store_lines(handle: JobHandle, timeout: float) -> list[str]:
     """What the run's store says so far, in words (the goodput, what an emergency save
-    needs beside the time a preempted pod has), if it answers within `timeout` seconds (a
-    store that retries for a minute must not hold `status` up)."""
-    said: list[str] = []
+    needs beside the time a preempted pod has, what the newest SIGTERM did), if it answers
+    within `timeout` seconds (a store that retries for a minute must not hold `status`
+    up)."""
+    said: list[list[str]] = []
 
     def read() -> None:
-        goodput, budget, window = _store_words(handle)
-        said.extend((goodput, budget.against(window) if budget else ""))
+        goodput, sigterm, budget, window = _store_words(handle)
+        said.append([goodput, budget.against(window) if budget else "", sigterm])
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     reader.join(timeout)
-    return [line for line in said if line] if len(said) == 2 else []
+    return [line for line in said[0] if line] if said else []
 
 
 class GoodputPoller:
@@ -216,7 +221,7 @@ class GoodputPoller:
 
     def _read(self) -> None:
         try:
-            goodput, budget, window = _store_words(self.handle)
+            goodput, _, budget, window = _store_words(self.handle)
             save = ""
             if budget is not None:
                 has = f" of {window}s" if window is not None else ""

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import KctlTrainError
 from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.documents import Document
-from ..runstore.goodput import CATEGORIES
+from ..runstore.goodput import CATEGORIES, Preemption
 from ..runstore.metrics import KEY as METRICS_KEY
 from ..spec import providers
 from ..spec.units import Duration
@@ -258,6 +258,7 @@ def _goodput(value: Any) -> dict[str, Any] | None:
             "reached": _number(a.get("reached")),
             "wasted_steps": _number(a.get("wasted_steps")) or 0,
             "categories": _object(a.get("categories")),
+            "preemption": a.get("preemption"),  # Preemption.from_json checks it where read
         }
         for a in _list(found.get("attempts"))
         if isinstance(a, dict)
@@ -405,7 +406,12 @@ def _attempt_line(a: dict[str, Any]) -> str:
         else "no step trained"
     )
     redone = f", {a['wasted_steps']:.0f} redone by the next" if a["wasted_steps"] else ""
-    return f"attempt {a['attempt']}: {a['start_s']:.1f}s to {a['end_s']:.1f}s, {steps}{redone}"
+    stopped = Preemption.from_json(a.get("preemption"))
+    sigterm = f"; {stopped.words()}" if stopped else ""
+    return (
+        f"attempt {a['attempt']}: {a['start_s']:.1f}s to {a['end_s']:.1f}s, {steps}{redone}"
+        f"{sigterm}"
+    )
 
 
 def _colour(category: str) -> Any:

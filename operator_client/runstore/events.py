@@ -21,6 +21,13 @@ Events, in the order a rank writes them:
   how many batches, and the time spent in their forward, backward and optimizer step,
   waiting for their data, stalled by checkpoint saves (and the agreement on them),
   committing per-rank outputs at epoch ends, and validating;
+- `sigterm` (rank 0 only; `step`, `after_s`, `saving`, `saved_before`, `needed_s`,
+  `left_s`, `grace_s`): training stopped on SIGTERM at `step`, `after_s` seconds after the
+  signal; whether an emergency save of that step was started, or that step had its
+  checkpoint already; what an emergency save needs on this job (null before any save was
+  measured) and what was left of the `grace_s` seconds to SIGKILL. Written at once;
+- `emergency_commit` (rank 0 only; `step`, `key`): the emergency save committed (missing
+  when SIGKILL cut it);
 - `exit` (`reason`: finished, preempted, failed).
 """
 
@@ -103,6 +110,8 @@ NUMBERS = {
         "eval_s",
     ),
     "first_step": ("step",),
+    "sigterm": ("step", "left_s"),
+    "emergency_commit": ("step",),
 }
 
 

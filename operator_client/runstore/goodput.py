@@ -33,6 +33,10 @@ ranks add up to that wall time times the ranks), split into:
 - `other`: what nothing above explains, shown, never hidden (clock skew between nodes
   shows here too).
 
+What a SIGTERM did in an attempt (rank 0's `sigterm` and `emergency_commit` events) is
+kept beside it: `status` and the report say whether the emergency save committed, was cut
+by SIGKILL, or was not started because it could not fit the grace period.
+
 Goodput = productive / total. A rank's straggler score is its median step time over the
 fastest rank's. Each attempt is summed too (its span, the step it resumed from and the one
 it reached, the steps the next attempt redid, its ranks' categories), for the report's
@@ -44,9 +48,10 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..untrusted import is_finite_number
 from .events import RankEvents
 
 CATEGORIES = (
@@ -95,6 +100,71 @@ class RankAccount:
         return sum(self.categories.values())
 
 
+@dataclass(frozen=True)
+class Preemption:
+    """What a SIGTERM did in one attempt, as its rank 0 recorded it."""
+
+    step: int  # where training stopped
+    saving: bool  # an emergency save of `step` was started
+    saved_before: bool  # `step` had its checkpoint already
+    committed: int | None  # the step of the emergency commit (None: none recorded)
+    needed_s: float | None  # what an emergency save needs here (None: not measured yet)
+    left_s: float  # of the grace period, at the decision
+    grace_s: float | None
+
+    @classmethod
+    def of(cls, f: RankEvents) -> Preemption | None:
+        """From rank 0's events of an attempt (None: no SIGTERM stopped it)."""
+        stop, commit = f.first("sigterm"), f.first("emergency_commit")
+        if stop is None:
+            return None
+        return cls.from_json({**stop, "committed": commit["step"] if commit else None})
+
+    @classmethod
+    def from_json(cls, value: Any) -> Preemption | None:
+        """From its JSON (an event a pod wrote, or summary.json), None where the numbers
+        it needs are not numbers; an optional one that is not is taken as unknown."""
+        if not isinstance(value, dict):
+            return None
+        step, left = value.get("step"), value.get("left_s")
+        if not (is_finite_number(step) and is_finite_number(left)):
+            return None
+
+        def number(name: str) -> float | None:
+            found = value.get(name)
+            return float(found) if is_finite_number(found) else None
+
+        committed = number("committed")
+        return cls(
+            step=int(step),
+            saving=value.get("saving") is True,
+            saved_before=value.get("saved_before") is True,
+            committed=None if committed is None else int(committed),
+            needed_s=number("needed_s"),
+            left_s=float(left),
+            grace_s=number("grace_s"),
+        )
+
+    def words(self) -> str:
+        """In a line: what the SIGTERM did to the work since the last checkpoint."""
+        grace = f" of the {self.grace_s:.0f}s grace period" if self.grace_s is not None else ""
+        said = f"SIGTERM at step {self.step}: "
+        if self.saved_before or (self.saving and self.committed == self.step):
+            return said + "its emergency checkpoint committed, nothing lost"
+        if self.saving:
+            return said + (
+                "the emergency save did not commit (SIGKILL cut it, or a peer was lost "
+                "before its part); the newest committed checkpoint stands, the steps since "
+                "it are trained again"
+            )
+        needs = f"it needs about {self.needed_s:.1f}s, " if self.needed_s is not None else ""
+        return said + (
+            f"no emergency save started ({needs}{max(0.0, self.left_s):.1f}s were left"
+            f"{grace}): the newest committed checkpoint stands whole, the steps since it "
+            "are trained again (a longer grace period or more frequent saves keep them)"
+        )
+
+
 @dataclass
 class AttemptAccount:
     """One attempt of the whole job: from its first rank's first event to its last rank's
@@ -108,6 +178,7 @@ class AttemptAccount:
     resumed_from: int | None  # the step it began at (None: it never reached a step)
     reached: int | None  # the last step it recorded
     wasted_steps: int = 0  # steps past the checkpoint the next attempt resumed from
+    preemption: Preemption | None = None
     categories: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
 
 
@@ -157,11 +228,26 @@ class Account:
                     "resumed_from": a.resumed_from,
                     "reached": a.reached,
                     "wasted_steps": a.wasted_steps,
+                    "preemption": None if a.preemption is None else asdict(a.preemption),
                     "categories": _rounded(a.categories),
                 }
                 for a in self.attempts
             ],
         }
+
+
+def preemption_line(found: Account) -> str | None:
+    """The newest attempt's SIGTERM in words, with where the next attempt resumed (None:
+    no attempt was stopped by one)."""
+    stopped = [a for a in found.attempts if a.preemption is not None]
+    if not stopped:
+        return None
+    a = stopped[-1]
+    assert a.preemption is not None
+    later = [b for b in found.attempts if b.attempt > a.attempt and b.resumed_from is not None]
+    said = f"attempt {a.attempt}: {a.preemption.words()}"
+    return said + (f"; attempt {later[0].attempt} resumed from step {later[0].resumed_from}"
+                   if later else "")  # fmt: skip
 
 
 def _rounded(categories: dict[str, float]) -> dict[str, float]:
@@ -209,6 +295,8 @@ def _attempts(by_rank: dict[int, dict[int, RankEvents]]) -> dict[int, AttemptAcc
             a.start, a.end = min(a.start, first), max(a.end, last)
             a.resumed_from = _highest(a.resumed_from, resumed)
             a.reached = _highest(a.reached, reached)
+            if f.rank == 0:
+                a.preemption = Preemption.of(f)
     order = sorted(found)
     for this, following in itertools.pairwise(order):
         a, resumed = found[this], found[following].resumed_from

@@ -35,6 +35,7 @@ from .checkpoint_format import METADATA
 from .snapshot import Share
 
 log = logging.getLogger("kctl_train.checkpoints")
+WAIT_POLL = 0.2  # seconds between a waiter's questions whether to give a commit up
 WRITE_DELAY_ENV = "KCTL_TRAIN_CHECKPOINT_WRITE_DELAY"
 UPLOAD_DELAY_ENV = "KCTL_TRAIN_CHECKPOINT_UPLOAD_DELAY"
 
@@ -127,10 +128,13 @@ class CheckpointWriter:
         """Some rank's save of `step` failed: its part will never come."""
         self._abandoned_step = max(self._abandoned_step, step)
 
-    def wait(self) -> None:
-        """Until the save in flight (if any) is committed, or has failed."""
+    def wait(self, give_up: Callable[[], bool] | None = None) -> None:
+        """Until the save in flight (if any) is committed, or has failed; once `give_up()`
+        (asked every WAIT_POLL seconds) is true, its commit stops waiting for parts."""
         with self._changed:
-            self._changed.wait_for(lambda: self._request is None)
+            while not self._changed.wait_for(lambda: self._request is None, WAIT_POLL):
+                if give_up is not None and self._request is not None and give_up():
+                    self.abandon(self._request.share.step)
 
     def close(self) -> None:
         self.wait()

@@ -64,10 +64,12 @@ class Preemption:
     def __init__(self) -> None:
         self._event = threading.Event()
         self.at: float | None = None  # monotonic time of the first SIGTERM
+        self.latest: float | None = None  # and of the newest
 
     def signal(self, *_: Any) -> None:
+        self.latest = time.monotonic()
         if self.at is None:
-            self.at = time.monotonic()
+            self.at = self.latest
         self._event.set()
 
     def is_set(self) -> bool:
@@ -90,6 +92,19 @@ def emergency_save_fits(
     before the first measured save: try."""
     left = grace - since_signal - before
     return left >= 0 and (budget is None or budget.needed(in_flight) <= left)
+
+
+def emergency_wait_over(
+    now: float, stopped: float, latest_signal: float | None, needed: float | None
+) -> bool:
+    """Whether rank 0 stops waiting for the commit of a save after a SIGTERM stop. A
+    SIGTERM *after* the stop comes from this pod's agent tearing the group down: a peer
+    left. A peer that left after its part is in the store already; one killed before it
+    never sends it, and one still alive has had what a save needs on this job (`needed`)
+    once that has passed since the stop. Unknown (nothing measured yet): wait on, the
+    agent's own timeout ends it."""
+    torn_down = latest_signal is not None and latest_signal > stopped
+    return torn_down and needed is not None and now - stopped >= needed
 
 
 def validation_follows(trainer: L.Trainer) -> bool:
@@ -146,8 +161,13 @@ class CheckpointCallback(L.Callback):
         verified: checkpoints.Verified | None = None,
         writers: list[int] | None = None,
         group: Any = None,
+        events: EventLog | None = None,
     ) -> None:
         self.job, self.run, self.scratch = job, run, scratch
+        self.events = events  # rank 0 records what a SIGTERM did there (status says it)
+        self.estimate: tuple[float | None, float] = (None, 0.0)  # rank 0: needed, left s
+        self.stopped = 0.0  # when training stopped on SIGTERM (monotonic)
+        self.gave_up = False  # rank 0 abandoned a commit after the stop
         self.world, self.store = run.world, run.store
         policy = job.spec.checkpoint
         self.every_steps, self.every_seconds = policy.every.steps, policy.every.seconds
@@ -227,7 +247,7 @@ class CheckpointCallback(L.Callback):
                     trainer.global_step,
                 )
             return False
-        self.writer.wait()
+        self.writer.wait(self._give_up if emergency else None)
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         share = self.snapshotter.take(checkpoint, trainer.global_step, trainer.current_epoch)
         del checkpoint  # its tensors are live: only the copies leave this thread
@@ -269,6 +289,7 @@ class CheckpointCallback(L.Callback):
             fits = float(
                 before is not None and emergency_save_fits(budget, self.grace, since, busy, before)
             )
+            self.estimate = (budget.needed(busy) if budget else None, self.grace - since)
             if not fits and explain and budget is not None:
                 last = self.writer.last
                 log.warning(
@@ -356,13 +377,16 @@ class CheckpointCallback(L.Callback):
     def _save_or_stop(self, trainer: L.Trainer, stop: bool, due: bool) -> None:
         """The save that is due, or on SIGTERM the emergency save, the commit and the stop."""
         fits = not stop or self._emergency_fits()
-        stopped = time.monotonic()
+        stopped = self.stopped = time.monotonic()
         if stop and self.world.rank == 0:
             log.warning(
                 "SIGTERM: training stopped at step %d, %.2fs after the signal",
                 trainer.global_step, stopped - (PREEMPTED.at or stopped),
             )  # fmt: skip
-        if (due or stop) and fits and trainer.global_step != self.last_saved_step:
+        saving = (due or stop) and fits and trainer.global_step != self.last_saved_step
+        if stop and self.world.rank == 0 and self.events is not None:
+            self._record_sigterm(trainer.global_step, stopped, saving, fits)
+        if saving:
             self.save(trainer, must=stop, emergency=stop)
             if stop and self.world.rank == 0:
                 log.warning(
@@ -371,9 +395,12 @@ class CheckpointCallback(L.Callback):
                 )  # fmt: skip
         if stop:
             started = time.monotonic()
-            self.writer.wait()  # a save in flight commits, or is killed whole by SIGKILL
+            # A save in flight commits, or is killed whole by SIGKILL, or is given up.
+            self.writer.wait(self._give_up)
             if self.world.rank == 0 and fits:
                 last = self.writer.last
+                if self.events is not None and last is not None:
+                    self.events.record("emergency_commit", step=last.step, key=last.key)
                 log.warning(
                     "SIGTERM: emergency checkpoint %s committed %.2fs after the stop "
                     "(%.2fs after the signal)",
@@ -382,6 +409,39 @@ class CheckpointCallback(L.Callback):
                     time.monotonic() - (PREEMPTED.at or stopped),
                 )
             raise Preempted
+
+    def _give_up(self) -> bool:
+        """Rank 0, waiting for a commit after a SIGTERM stop: whether to abandon it
+        (emergency_wait_over), saying so once."""
+        needed = self.estimate[0]
+        if self.world.rank != 0 or self.gave_up:
+            return self.gave_up
+        now = time.monotonic()
+        self.gave_up = emergency_wait_over(now, self.stopped, PREEMPTED.latest, needed)
+        if self.gave_up:
+            log.warning(
+                "SIGTERM: a peer left while this save waited for its part (the agent tears "
+                "the group down); %.1fs since the stop, a save needs %.1fs here: the save "
+                "is abandoned, the newest committed checkpoint stands",
+                now - self.stopped, needed or 0.0,
+            )  # fmt: skip
+        return self.gave_up
+
+    def _record_sigterm(self, step: int, stopped: float, saving: bool, fits: bool) -> None:
+        """The `sigterm` event (runstore/events.py), written at once: a SIGKILL may follow."""
+        assert self.events is not None
+        needed, left = self.estimate
+        self.events.record(
+            "sigterm",
+            step=step,
+            after_s=round(stopped - (PREEMPTED.at or stopped), 3),
+            saving=saving,
+            saved_before=not saving and fits,  # this step's checkpoint was taken already
+            needed_s=None if needed is None else round(needed, 3),
+            left_s=round(left, 3),
+            grace_s=self.grace,
+        )
+        self.events.flush_soon()
 
     def on_load_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]

@@ -51,6 +51,11 @@ class EventLog:
         while not self.stopped.wait(FLUSH_SECONDS):
             self.flush()
 
+    def flush_soon(self) -> None:
+        """Write the events now, on a thread of its own (the caller must not wait on the
+        store: a SIGTERM's grace period is running)."""
+        threading.Thread(target=self.flush, name="goodput-events-now", daemon=True).start()
+
     def flush(self) -> None:
         if self.store is None:
             return

@@ -381,7 +381,7 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     activate(outputs)
     writers = list(range(world.world_size)) if start.shared else [0]
     saver = CheckpointCallback(
-        job, attempt, scratch, start.step, history, verified, writers, writing
+        job, attempt, scratch, start.step, history, verified, writers, writing, events
     )
     loggers = build_loggers(train.loggers or (), scratch, start.attempt)
     progress = ProgressCallback(world, start.step)
