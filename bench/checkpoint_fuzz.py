@@ -8,6 +8,7 @@ kill in save intervals, the RNG and read checks, any failure, and last
 missed resume, RNG or read failure, or sample counted twice in a job's outputs.
 
 Usage: python bench/checkpoint_fuzz.py [--trials N] [--seed S] [--keep DIR] [--kinds K,...]
+       [--stores file,s3]
 """
 
 from __future__ import annotations
@@ -33,15 +34,26 @@ def main() -> int:
         default=",".join(crash_fuzz.KINDS),
         help="the kinds of kill to draw from, comma-separated (default: all)",
     )
+    parser.add_argument(
+        "--stores",
+        default=",".join(crash_fuzz.STORES),
+        help="the stores the jobs take turns on, comma-separated (default: file,s3)",
+    )
     args = parser.parse_args()
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kctl-fuzz-") as scratch:
         workdir = args.keep or Path(scratch)
-        kinds = tuple(args.kinds.split(","))
-        unknown = sorted(set(kinds) - set(crash_fuzz.KINDS))
-        if unknown:
-            parser.error(f"--kinds: unknown {unknown}; choose from {crash_fuzz.KINDS}")
-        result = crash_fuzz.run(args.trials, args.seed, workdir, say=print, kinds=kinds)
+        kinds, stores = tuple(args.kinds.split(",")), tuple(args.stores.split(","))
+        for flag, chosen, known in (("kinds", kinds, crash_fuzz.KINDS),
+                                    ("stores", stores, crash_fuzz.STORES)):  # fmt: skip
+            if set(chosen) - set(known):
+                parser.error(f"--{flag}: unknown {sorted(set(chosen) - set(known))}; "
+                             f"choose from {known}")  # fmt: skip
+        if set(kinds) <= {"outage"} and "s3" not in stores:
+            parser.error("--kinds outage needs --stores with s3 (the outage is a 503 proxy)")
+        result = crash_fuzz.run(
+            args.trials, args.seed, workdir, say=print, kinds=kinds, stores=stores
+        )
     print(f"({time.monotonic() - began:.0f}s, seed {args.seed})")
     print("\n".join(result.lines()))
     return 0 if result.ok else 1

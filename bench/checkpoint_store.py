@@ -19,10 +19,12 @@ from pathlib import Path
 
 import torch
 import torch.distributed.checkpoint as dcp
-from moto_process import moto_bucket
 
 from operator_client.storage import open_store
 from operator_client.storage.transfer import download_many
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside bench/
+from tests.moto_process import moto_bucket
 
 BUCKET = "ckpt"
 

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
-from moto_process import moto_bucket
 
 from operator_client.collect.collect import Downloader, Item
 from operator_client.storage import open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside bench/
+from tests.moto_process import moto_bucket
 
 CONCURRENCY = 16
 

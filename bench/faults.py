@@ -35,8 +35,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from moto_process import moto_bucket  # noqa: E402
-
 from operator_client.backends.local import file_store, pod_processes  # noqa: E402
 from operator_client.collect.collect import collect  # noqa: E402
 from operator_client.collect.report import goodput_table  # noqa: E402
@@ -45,6 +43,7 @@ from operator_client.runstore.aggregate import AGGREGATE_MANIFEST  # noqa: E402
 from operator_client.runstore.outputs import RankOutputs, commit_epoch  # noqa: E402
 from operator_client.storage import open_store  # noqa: E402
 from tests.fault_proxy import FaultProxy  # noqa: E402
+from tests.moto_process import moto_bucket  # noqa: E402
 from tests.replicas import is_worker, processes  # noqa: E402
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")

@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from moto_process import moto_bucket
-
 from operator_client.runstore import checkpoints
 from operator_client.storage import ObjectStore, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside bench/
+from tests.moto_process import moto_bucket
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 HEAD = "apiVersion: kctl-train/v1alpha1\nkind: TrainingJob\nmetadata: {name: h}\nspec:\n"

@@ -14,7 +14,13 @@ does one of:
   stopped first, so none outlives the others);
 - job: the same to every pod (a re-apply starts them again);
 - sigterm: SIGTERM to one pod's agent (a preemption: an emergency save starts), then
-  SIGKILL of the pod within a random grace of up to 2.5 s.
+  SIGKILL of the pod within a random grace of up to 2.5 s;
+- outage (S3 chains only): the store answers every request `503 Slow Down` for 1 to 6 s
+  (a proxy in front of it), then one pod is SIGKILLed as above, whatever the outage left.
+Chains alternate between the stores asked for: `file` (a file:// store, where DCP writes
+in place, so every stage of a save shows) and `s3` (moto's S3 server in its own process,
+behind tests/fault_proxy.py; each rank's files are uploaded after DCP wrote them, so
+there the `dcp_write` point is the upload).
 A third of the restarts come with a slow store for the attempt they start (each save
 waits before it writes and before its part is recorded), so later kills land in long
 saves. The trial ends when the next attempt has chosen its checkpoint, and checks:
@@ -51,18 +57,23 @@ from typing import Any
 from operator_client.contract import checkpoint_name
 from operator_client.render import render
 from operator_client.runstore import checkpoints
-from operator_client.runstore.location import store_for
 from operator_client.spec import load_job_text
-from operator_client.storage import ObjectStore, StoreError
+from operator_client.storage import ObjectStore, StoreError, open_store
+from operator_client.storage.open import run_root
 
 from .conftest import ROOT, job_yaml
+from .fault_proxy import FaultProxy
+from .moto_process import moto_bucket
 from .replicas import Launch, is_worker, launches, processes
 
 SAVE_EVERY = 4
 EPOCH = 8  # steps: FuzzData's 256 samples over 2 ranks in batches of 16
 EPOCHS = 40
 VAL_SAMPLES = 32
-KINDS = ("rank", "pod", "job", "sigterm")
+KINDS = ("rank", "pod", "job", "sigterm", "outage")
+FILE_KINDS = KINDS[:-1]  # an outage needs the S3 proxy
+STORES = ("file", "s3")
+BUCKET = "fuzz"
 POINTS = ("uniform", "dcp_write", "part_record", "manifest", "latest", "retention")
 DECOY = "__7_0.distcp"
 RESUMED = re.compile(r"attempt (\d+): resuming from \S+ \(step (\d+),")
@@ -79,6 +90,7 @@ class Trial:
     number: int
     kind: str
     point: str
+    store: str  # file or s3
     slow: bool  # the killed attempt had a slow store
     reached: int  # the last step the killed attempt reported
     resumed: int | None = None  # the step the next attempt started from (None: fresh)
@@ -225,7 +237,7 @@ class Job:
                 pod.process.wait()
 
 
-def fuzz_job(name: str, uri: str) -> dict[str, Any]:
+def fuzz_job(name: str, storage: str) -> dict[str, Any]:
     text = job_yaml(
         name,
         f"""\
@@ -236,7 +248,7 @@ def fuzz_job(name: str, uri: str) -> dict[str, Any]:
   nodes: 2
   fault: {{maxRestarts: 1000}}
   checkpoint: {{every: {SAVE_EVERY} steps, keep: 4}}
-  storage: {{uri: '{uri}'}}
+  storage: {storage}
 """,
     )
     manifest: dict[str, Any] = render(load_job_text(text).job)
@@ -328,17 +340,28 @@ class Chain:
     """One job, killed trial after trial until it finishes."""
 
     def __init__(
-        self, workdir: Path, name: str, rng: random.Random, kinds: tuple[str, ...] = KINDS
+        self,
+        workdir: Path,
+        name: str,
+        rng: random.Random,
+        kinds: tuple[str, ...] = KINDS,
+        s3: tuple[str, FaultProxy] | None = None,
     ) -> None:
-        self.workdir, self.rng, self.kinds = workdir, rng, kinds
+        """`s3`: moto's endpoint and the proxy in front of it (the job's store is then S3,
+        through the proxy; this side reads it directly), else a file:// store."""
+        self.workdir, self.rng = workdir, rng
+        self.kinds = kinds if s3 else tuple(k for k in kinds if k in FILE_KINDS)
+        self.proxy = s3[1] if s3 else None
         self.fuzz_dir = workdir / "fuzz"
         self.fuzz_dir.mkdir(parents=True)
-        uri = (workdir / "store").as_uri()
-        self.manifest = fuzz_job(name, uri)
-        from operator_client.spec.document import job_of
-
-        self.job_spec = job_of(self.manifest)
-        self.store = Store(store_for(self.job_spec))
+        if s3:
+            storage = f"{{uri: 's3://{BUCKET}/runs', endpoint: '{s3[1].endpoint}'}}"
+            store = open_store(run_root(f"s3://{BUCKET}/runs", "default", name), endpoint=s3[0])
+        else:
+            storage = f"{{uri: '{(workdir / 'store').as_uri()}'}}"
+            store = open_store(run_root((workdir / "store").as_uri(), "default", name))
+        self.manifest = fuzz_job(name, storage)
+        self.store = Store(store)
         env = {"PYTHONPATH": str(ROOT), "KCTL_FUZZ_DIR": str(self.fuzz_dir)}
         self.job = Job(self.manifest, workdir / "pods", env)
         self.checked: set[str] = set()
@@ -369,6 +392,7 @@ class Chain:
             return None
         attempts = len(_attempts(self.job.rank0_log()))  # its line is out by now
         kind, point = self.rng.choice(self.kinds), self.rng.choice(POINTS)
+        store = "s3" if self.proxy else "file"
         slow = any(pod.slow for pod in self.job.pods)
         if point == "uniform":
             end = time.monotonic() + self.rng.uniform(0.0, 2.5)
@@ -404,7 +428,7 @@ class Chain:
                 (m for m in self.store.seen.values() if m.attempt < attempt),
                 key=lambda m: (m.attempt, m.step),
             )
-            result = Trial(number, kind, point, slow, reached_step, resumed,
+            result = Trial(number, kind, point, store, slow, reached_step, resumed,
                            earlier[-1].step if earlier else None)  # fmt: skip
             result.torn = self._torn()
             result.flight = flight if flight and flight > (result.newest or 0) else None
@@ -425,6 +449,15 @@ class Chain:
             kill_all(tree(self.rng.choice(pods).pid))
         elif kind == "job":
             kill_all([p for pod in pods for p in tree(pod.pid)])
+        elif kind == "outage":
+            assert self.proxy is not None
+            self.proxy.mode = "503"
+            end = time.monotonic() + self.rng.uniform(1.0, 6.0)
+            try:
+                self.wait(lambda: time.monotonic() >= end, 60)
+            finally:
+                self.proxy.mode = "pass"
+            kill_all(tree(self.rng.choice(pods).pid))
         else:
             pod = self.rng.choice(pods)
             os.kill(pod.pid, signal.SIGTERM)
@@ -581,7 +614,9 @@ class Result:
         for kind in (k for k in KINDS if any(t.kind == k for t in trials)):
             cells = [f"{point} {pairs[(kind, point)]}" for point in POINTS]
             out.append(f"  {kind:<8} " + ", ".join(cells))
-        out.append(f"  with a slow store: {sum(t.slow for t in trials)}")
+        stores = Counter(t.store for t in trials)
+        out.append(f"  with a slow store: {sum(t.slow for t in trials)}; "
+                   + ", ".join(f"on {k}: {n}" for k, n in sorted(stores.items())))  # fmt: skip
         lost = [t.lost / SAVE_EVERY for t in trials]
         if lost:
             p90 = statistics.quantiles(lost, n=10, method="inclusive")[-1] if lost[1:] else lost[0]
@@ -614,31 +649,49 @@ def run(
     workdir: Path,
     say: Callable[[str], None] = print,
     kinds: tuple[str, ...] = KINDS,
+    stores: tuple[str, ...] = ("file",),
 ) -> Result:
     """`trials` kills of the given kinds over as many jobs as it takes, each job run to
-    its end."""
+    its end, the jobs' stores taking turns among `stores`."""
     # The checks read checkpoints that retention may be deleting: no warnings for those.
     logging.getLogger("kctl_train").setLevel(logging.ERROR)
     rng = random.Random(seed)
     done: list[Trial] = []
     problems: list[str] = []
     chain_number = 0
-    while len(done) < trials:
-        chain_number += 1
-        chain = Chain(workdir / f"job-{chain_number}", f"fuzz{chain_number}", rng, kinds)
-        try:
-            while len(done) < trials:
-                found = chain.trial(len(done) + 1)
-                if found is None:
-                    break
-                done.append(found)
-                say(
-                    f"trial {found.number}: {found.kind} at {found.point}"
-                    f"{' (slow store)' if found.slow else ''}, step {found.reached} -> "
-                    f"resumed {found.resumed} (newest {found.newest}), "
-                    f"{'ok' if found.ok else 'FAILED'} in {found.seconds:.1f}s"
-                )
-            problems += [f"job {chain_number}: {p}" for p in chain.finish()]
-        finally:
-            chain.close()
+    with contextlib.ExitStack() as stack:
+        s3 = None
+        if "s3" in stores:
+            endpoint = stack.enter_context(moto_bucket(BUCKET))
+            s3 = (endpoint, stack.enter_context(FaultProxy(endpoint, seed=seed)))
+        while len(done) < trials:
+            chain_number += 1
+            on_s3 = stores[(chain_number - 1) % len(stores)] == "s3"
+            chain = Chain(
+                workdir / f"job-{chain_number}", f"fuzz{chain_number}", rng, kinds,
+                s3 if on_s3 else None,
+            )  # fmt: skip
+            problems += _run_chain(chain, chain_number, trials, done, say)
     return Result(done, problems)
+
+
+def _run_chain(
+    chain: Chain, number: int, trials: int, done: list[Trial], say: Callable[[str], None]
+) -> list[str]:
+    """Trials on one job until `done` holds `trials` or the job finished (appending to
+    `done`); what is wrong with its outputs."""
+    try:
+        while len(done) < trials:
+            found = chain.trial(len(done) + 1)
+            if found is None:
+                break
+            done.append(found)
+            say(
+                f"trial {found.number}: {found.kind} at {found.point}"
+                f"{' (slow store)' if found.slow else ''} on {found.store}, step "
+                f"{found.reached} -> resumed {found.resumed} (newest {found.newest}), "
+                f"{'ok' if found.ok else 'FAILED'} in {found.seconds:.1f}s"
+            )
+        return [f"job {number}: {p}" for p in chain.finish()]
+    finally:
+        chain.close()

@@ -34,6 +34,19 @@ def test_twenty_seeded_kills_tear_nothing_and_resume_from_the_newest_commit(
     assert len({t.kind for t in result.trials}) >= 3, report
 
 
+def test_seeded_kills_and_outages_on_s3_tear_nothing(tmp_path: Path) -> None:
+    """The same checks on an S3 store (moto's server, through a proxy that answers 503
+    while an outage lasts): each rank's files are uploaded after DCP wrote them, and an
+    outage leaves whatever it left before a pod is killed."""
+    said: list[str] = []
+    result = crash_fuzz.run(8, seed=3, workdir=tmp_path, say=said.append, stores=("s3",))
+    report = "\n".join(said + result.lines())
+    assert len(result.trials) == 8 and {t.store for t in result.trials} == {"s3"}, report
+    assert "outage" in {t.kind for t in result.trials}, report  # this seed draws one
+    assert result.ok, report
+    assert report.endswith("8 trials, 0 torn, 8 resumed from the newest commit")
+
+
 @pytest.mark.parametrize(
     ("keys", "flight"),
     [

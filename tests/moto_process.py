@@ -1,5 +1,5 @@
-"""A moto S3 server in its own process on loopback, for benchmarks (in-process it would
-compete with the measured code for the GIL)."""
+"""A moto S3 server in its own process on loopback, for the benchmarks and the crash fuzz
+(in-process it would compete with the measured code, or the fuzz's watching, for the GIL)."""
 
 from __future__ import annotations
 
