@@ -34,7 +34,8 @@ def test_every_command_is_in_the_readme() -> None:
 
 def _section(title: str) -> str:
     start = README.index(f"## {title}")
-    return README[start : README.index("\n## ", start + 1)]
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end >= 0 else len(README)]
 
 
 def test_the_layout_lists_every_package_and_module() -> None:
@@ -80,3 +81,55 @@ def test_every_module_and_error_the_readme_names_imports() -> None:
     assert checked >= 10
     for path in sorted(set(re.findall(r"\b(docs/[A-Z_]+\.md)\b", README))):
         assert (ROOT / path).is_file(), path
+
+
+def test_every_error_a_user_can_meet_is_named_in_the_api_section() -> None:
+    """Each KctlTrainError subclass in the package (found in the source, so modules that
+    need torch count too) is in the README's list of errors."""
+    import re
+
+    errors = _section("The Python API").split("- Errors are", 1)[1].split("\n- ", 1)[0]
+    classes = [
+        found
+        for path in sorted((ROOT / "operator_client").rglob("*.py"))
+        for found in re.findall(r"^class (\w+)\((\w+)\):", path.read_text(), re.MULTILINE)
+    ]
+    ours, grown = {"KctlTrainError"}, True
+    while grown:
+        before = len(ours)
+        ours |= {name for name, base in classes if base in ours}
+        grown = len(ours) > before
+    assert len(ours) > 15
+    missing = sorted(name for name in ours - {"KctlTrainError"} if f"`{name}`" not in errors)
+    assert not missing, f"errors the README's API section does not name: {missing}"
+
+
+def test_the_benchmark_table_names_every_script_there_is() -> None:
+    """Every bench/ script has a row (heavy_model.py is the model some of them load), and
+    every script a row names exists."""
+    import re
+
+    section = _section("Benchmarks")
+    named = set(re.findall(r"`bench/(\w+\.py)`", section))
+    scripts = {p.name for p in (ROOT / "bench").glob("*.py")} - {"heavy_model.py"}
+    assert named == scripts, (sorted(named - scripts), sorted(scripts - named))
+
+
+def test_the_layout_names_every_manifests_directory() -> None:
+    layout = _section("Repository layout")
+    entry = layout.split("\nmanifests/", 1)[1].split("\ncharts/", 1)[0]
+    for directory in sorted(p.name for p in (ROOT / "manifests").iterdir() if p.is_dir()):
+        assert f"{directory}/" in entry, f"manifests/{directory}/ is not in the layout"
+
+
+def test_the_backend_contract_is_numbered_in_order() -> None:
+    """Backend's methods say their place in the contract (`1.` to `N.`), in the order they
+    are written, so an implementation's `# N.` comments point to one."""
+    import re
+
+    text = (ROOT / "operator_client/backends/base.py").read_text()
+    numbers = [int(n) for n in re.findall(r'^        """(\d+)\. ', text, re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+    for backend in (ROOT / "operator_client/backends").rglob("backend.py"):
+        for comment in re.findall(r"^    # ([\d, ]+)\. (.+)$", backend.read_text(), re.MULTILINE):
+            assert all(int(n) <= len(numbers) for n in comment[0].split(", ")), comment

@@ -378,12 +378,12 @@ class Backend(abc.ABC):
         the backend leaves a job running when its watcher goes (a cluster)."""
 
     def inject(self, namespace: str, name: str, fault: Fault) -> str:
-        """11. Inject `fault` into one replica of a running job; what was done.
+        """10. Inject `fault` into one replica of a running job; what was done.
         BackendError where this backend cannot (the default)."""
         raise BackendError(f"fault injection is not available on the {self.name} backend")
 
     def use_image(self, root: ImageRoot) -> None:
-        """12. Run the next submitted job's replicas from this built image's root
+        """11. Run the next submitted job's replicas from this built image's root
         filesystem (`kctl-train apply --build`); only where `local_images` (a cluster
         pulls the job's image by its reference instead)."""
         raise BackendError(f"the {self.name} backend pulls images; it runs none from here")
@@ -395,7 +395,7 @@ class Backend(abc.ABC):
     def store_of(
         self, view: JobView, *, endpoint: str | None = None, concurrency: int = 16
     ) -> ObjectStore:
-        """10. The store holding the run's objects, for collect. `endpoint` replaces the
+        """12. The store holding the run's objects, for collect. `endpoint` replaces the
         job's S3 endpoint (the pods' may be in-cluster, unreachable from here).
         NoStorage when the job was rendered without storage."""
         where = view.storage
@@ -412,7 +412,7 @@ class Backend(abc.ABC):
         )
 
     def image_pulls(self, view: JobView) -> dict[str, float]:
-        """11. Seconds each of the job's pods waited for its images, by pod name, where
+        """13. Seconds each of the job's pods waited for its images, by pod name, where
         the backend knows (the goodput account's image pull); none pulled here by
         default (the local backend's image is on this machine before a pod starts)."""
         return {}

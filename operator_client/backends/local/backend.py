@@ -2,8 +2,9 @@
 
 The image is not pulled: each replica runs the trainer container's command from the
 installed package, with the container's env and exactly the operator's additions
-(local_env.py). A TrainJob's pods come from kctl-train's ClusterTrainingRuntime, which
-this backend has built in, as a cluster has it installed (kubeflow/workload.py).
+(local_env.py). A TrainJob's pods come from the Trainer v2 runtime it names: kctl-train's
+own ClusterTrainingRuntime, built in as a cluster has it installed, one given with
+`--runtime`, or one read from the cluster (kubeflow/workload.py).
 A detached supervisor (supervisor.py) owns the processes; this module submits,
 inspects, stops and deletes jobs through their directory (jobdir.py).
 """
@@ -514,7 +515,7 @@ class LocalBackend(Backend):
         reason = "killed by a second Ctrl-C" if force else "stopped by Ctrl-C"
         return self._signal(job, reason, force=force)
 
-    # 11. inject
+    # 10. inject
 
     def inject(self, namespace: str, name: str, fault: Fault) -> str:
         """Through the job's supervisor (chaos.py), which heals a timed fault on time."""
