@@ -59,6 +59,63 @@ def test_render_json_and_several_files(tmp_path: Path) -> None:
     ]
 
 
+def test_job_files_are_taken_as_kubectl_takes_them(tmp_path: Path) -> None:
+    """`-f/--filename FILE` (repeatable where several files are taken) or positionally,
+    alike; none, or two for a command of one, is a usage error naming the way; apply's
+    --follow has no short flag (kubectl's `apply -f` is a file), logs keeps `-f` (kubectl
+    logs -f follows)."""
+    other = str(ROOT / "examples" / "aks-a100.yaml")
+    assert kctl("render", "-f", QUICKSTART, "--filename", other).stdout == (
+        kctl("render", QUICKSTART, other).stdout
+    )
+    assert kctl("validate", "-f", QUICKSTART).returncode == 0
+    for argv, said in (
+        (["validate"], "validate: give the job files: -f job.yaml"),
+        (["apply", "--dry-run=client"], "apply: give the job file: -f job.yaml"),
+        (["doctor", QUICKSTART, "-f", other, "--local"], "doctor: one job file, not 2"),
+        (["delete", "--local"], "delete: give the job's NAME, or -f job.yaml"),
+        (["delete", "x", "-f", QUICKSTART, "--local"], "the job's NAME or -f FILE, not both"),
+    ):
+        r = kctl(*argv)
+        assert (r.returncode, r.stdout) == (2, ""), (argv, r.stderr)
+        assert said in r.stderr, (argv, r.stderr)
+    dry = kctl("apply", "-f", QUICKSTART, "--dry-run=client", "-o", "name")
+    assert (dry.returncode, dry.stdout) == (0, "pytorchjob.kubeflow.org/quickstart\n"), dry.stderr
+    follow = kctl("apply", QUICKSTART, "-f")
+    assert follow.returncode == 2 and "-f/--filename: expected one argument" in follow.stderr
+    assert "-f, --follow" in kctl("logs", "--help").stdout
+
+
+def test_delete_takes_the_job_a_file_names(tmp_path: Path) -> None:
+    """`delete -f job.yaml` deletes the job named in the file (its metadata, a TrainJob
+    object's too), in the file's namespace unless -n says another."""
+    env = {**os.environ, "KCTL_TRAIN_HOME": str(tmp_path / "home")}
+    exe = str(Path(sys.executable).parent / "kctl-train")
+    job = tmp_path / "job.yaml"
+    job.write_text(Path(QUICKSTART).read_text().replace("name: quickstart", "name: from-file"))
+    missing = subprocess.run(
+        [exe, "delete", "-f", str(job), "--local"], capture_output=True, text=True, env=env
+    )
+    assert missing.returncode == 1, missing.stderr
+    assert "no local job default/from-file" in missing.stderr, missing.stderr
+    trainjob = tmp_path / "trainjob.yaml"
+    trainjob.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n"
+        "metadata: {name: tj, namespace: team-a}\nspec: {runtimeRef: {name: torch}}\n"
+    )
+    ignored = subprocess.run(
+        [exe, "delete", "--filename", str(trainjob), "--local", "--ignore-not-found"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert (ignored.returncode, ignored.stdout, ignored.stderr) == (0, "", "")
+    for extra, where in (([], "team-a/tj"), (["-n", "other"], "other/tj")):
+        named = subprocess.run(
+            [exe, "delete", "-f", str(trainjob), "--local", *extra],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert named.returncode == 1 and f"no local job {where}" in named.stderr, named.stderr
+
+
 def test_render_from_stdin_matches_render_from_file() -> None:
     text = Path(QUICKSTART).read_text()
     assert kctl("render", "-", stdin=text).stdout == kctl("render", QUICKSTART).stdout

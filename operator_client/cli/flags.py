@@ -114,6 +114,43 @@ def where(cmd: argparse.ArgumentParser) -> None:
     )
 
 
+def job_files(cmd: argparse.ArgumentParser, what: str, *, many: bool = False) -> None:
+    """The job file(s) as kubectl takes them, `-f/--filename FILE` (repeatable where
+    `many`), or as the positional argument(s) they always were; settle() joins them."""
+    cmd.add_argument(
+        "files" if many else "file", nargs="*" if many else "?", metavar="FILE", help=what
+    )
+    cmd.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the same, as kubectl takes it" + (" (repeatable)" if many else ""),
+    )
+    cmd.set_defaults(job_files="many" if many else "one")
+
+
+def settle(args: argparse.Namespace) -> None:
+    """The job files of a command, given either way, into `args.files` (many) or
+    `args.file` (one); BadInput naming how when there are none, or two for one."""
+    shape = getattr(args, "job_files", None)
+    if shape is None:
+        return
+    from ..errors import BadInput
+
+    if shape == "many":
+        args.files = [*args.files, *args.filename]
+        if not args.files:
+            raise BadInput(f"{args.command}: give the job files: -f job.yaml (or as arguments)")
+        return
+    given = [f for f in (args.file, *args.filename) if f is not None]
+    if len(given) != 1:
+        problem = "give the job file" if not given else f"one job file, not {len(given)}"
+        raise BadInput(f"{args.command}: {problem}: -f job.yaml (or as the argument)")
+    args.file = given[0]
+
+
 def output(cmd: argparse.ArgumentParser, choices: tuple[str, ...], help: str) -> None:
     """kubectl's -o: the first choice is the default."""
     cmd.add_argument("-o", "--output", choices=choices, default=choices[0], help=help)

@@ -392,14 +392,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "$KCTL_TRAIN_HOME/store. Ctrl-C during --wait stops the job (an emergency "
         "checkpoint is committed); applying again resumes from the newest checkpoint.",
     )
-    cmd.add_argument(
-        "file", metavar="FILE", help="job.yaml, or a TrainJob object as it is ('-' for stdin)"
-    )
+    flags.job_files(cmd, "job.yaml, or a TrainJob object as it is ('-' for stdin)")
     flags.where(cmd)
     flags.force_namespace(cmd)
     cmd.add_argument("--wait", action="store_true", help="follow the job until it ends")
     cmd.add_argument(
-        "-f", "--follow", action="store_true", help="with --wait: stream every replica's log"
+        "--follow", action="store_true", help="with --wait: stream every replica's log"
     )
     cmd.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
@@ -510,9 +508,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "doctor",
         help="check a cluster is ready for a job: CRD, namespace, RBAC, Secrets, GPU nodes",
     )
-    cmd.add_argument(
-        "file", metavar="FILE", help="job.yaml, or a TrainJob object as it is ('-' for stdin)"
-    )
+    flags.job_files(cmd, "job.yaml, or a TrainJob object as it is ('-' for stdin)")
     flags.where(cmd)
     flags.force_namespace(cmd)
     flags.operator(cmd)

@@ -33,9 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train` console script."""
     args = build_parser().parse_args(argv)
     from ..errors import KctlTrainError
-    from . import console
+    from . import console, flags
 
     try:
+        flags.settle(args)
         code: int = args.handler(args)
     except KctlTrainError as exc:
         issues = getattr(exc, "issues", None)  # a SpecError: one line per problem

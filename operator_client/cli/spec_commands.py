@@ -162,7 +162,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Render job files into PyTorchJob manifests. Pure "
         "and offline: same input, byte-identical output.",
     )
-    cmd.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
+    flags.job_files(cmd, "job.yaml files ('-' for stdin)", many=True)
     flags.output(cmd, ("yaml", "json"), "output format (default: yaml)")
     cmd.add_argument(
         "--pods",
@@ -191,7 +191,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Validate job files: every problem at once, with "
         "file:line:column, and the warnings.",
     )
-    cmd.add_argument("files", nargs="+", metavar="FILE", help="job.yaml files ('-' for stdin)")
+    flags.job_files(cmd, "job.yaml files ('-' for stdin)", many=True)
     flags.output(cmd, ("text", "json"), "text lines on stderr, or a JSON report on stdout")
     flags.operator(cmd)
     cmd.set_defaults(handler=validate)

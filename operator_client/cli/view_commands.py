@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import EXIT_FAILED, EXIT_OK, JobNotFound
+from ..errors import EXIT_FAILED, EXIT_OK, BadInput, JobNotFound
 from ..kubeflow import lifecycle as lc
 from ..kubeflow.kinds import kind_of
 from . import console, flags, output
@@ -71,6 +71,13 @@ def logs(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
     client = client_for(args)
+    if args.filename is not None:
+        if args.name is not None:
+            raise BadInput("delete: the job's NAME or -f FILE, not both")
+        args.namespace, args.name = client.identity(args.filename)
+        client = client_for(args)  # in the file's namespace
+    elif args.name is None:
+        raise BadInput("delete: give the job's NAME, or -f job.yaml")
     try:
         kind = kind_of(client.get(args.name).kind)
     except JobNotFound:
@@ -121,7 +128,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd = sub.add_parser(
         "delete", help="stop a job and remove its record (stored checkpoints stay)"
     )
-    cmd.add_argument("name", metavar="NAME")
+    cmd.add_argument("name", nargs="?", metavar="NAME")
+    cmd.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="the job a job file or TrainJob object names (its name and namespace), as "
+        "kubectl delete -f takes it",
+    )
     flags.where(cmd)
     cmd.add_argument("--ignore-not-found", action="store_true")
     cmd.add_argument(

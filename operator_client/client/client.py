@@ -271,6 +271,22 @@ class Client:
             raise JobNotFound(self._backend.missing(ns, name))
         return deleted
 
+    def identity(self, job: JobInput) -> tuple[str, str]:
+        """(namespace, name) of the job a file, text or dict describes: a TrainJob object's
+        metadata, or a job file's (validated); the client's namespace where it names
+        none (`kubectl delete -f FILE` finds its objects so)."""
+        trainjob = trainjob_manifest(job)
+        if trainjob is not None:
+            meta = trainjob["metadata"]
+            name, namespace = meta.get("name"), meta.get("namespace")
+            if not isinstance(name, str) or not name:
+                raise BadInput("the TrainJob has no metadata.name")
+        else:
+            found = load(job).job.metadata
+            name, namespace = found.name, found.namespace
+        given = namespace if isinstance(namespace, str) and namespace else None
+        return self._namespace(self.namespace or given), name
+
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job of a namespace (None: the client's, else all)."""
         return self._backend.list(namespace or self.namespace)
