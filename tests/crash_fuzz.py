@@ -16,7 +16,10 @@ does one of:
 - sigterm: SIGTERM to one pod's agent (a preemption: an emergency save starts), then
   SIGKILL of the pod within a random grace of up to 2.5 s;
 - outage (S3 chains only): the store answers every request `503 Slow Down` for 1 to 6 s
-  (a proxy in front of it), then one pod is SIGKILLed as above, whatever the outage left.
+  (a proxy in front of it), then one pod is SIGKILLed as above, whatever the outage left;
+- full (file chains, as root: the store lies on a small tmpfs of its own): the store's
+  disk fills for 1 to 4 s (every write fails with ENOSPC), then is freed, then one pod is
+  SIGKILLed as above.
 Chains alternate between the stores asked for: `file` (a file:// store, where DCP writes
 in place, so every stage of a save shows) and `s3` (moto's S3 server in its own process,
 behind tests/fault_proxy.py; each rank's files are uploaded after DCP wrote them, so
@@ -70,8 +73,9 @@ SAVE_EVERY = 4
 EPOCH = 8  # steps: FuzzData's 256 samples over 2 ranks in batches of 16
 EPOCHS = 40
 VAL_SAMPLES = 32
-KINDS = ("rank", "pod", "job", "sigterm", "outage")
-FILE_KINDS = KINDS[:-1]  # an outage needs the S3 proxy
+KINDS = ("rank", "pod", "job", "sigterm", "outage", "full")
+ONLY_ON = {"outage": "s3", "full": "file"}  # a 503 needs the proxy, a full disk a tmpfs
+DISK = "64m"  # the tmpfs of a file chain that may fill its disk: the whole run fits
 STORES = ("file", "s3")
 BUCKET = "fuzz"
 POINTS = ("uniform", "dcp_write", "part_record", "manifest", "latest", "retention")
@@ -350,16 +354,29 @@ class Chain:
         """`s3`: moto's endpoint and the proxy in front of it (the job's store is then S3,
         through the proxy; this side reads it directly), else a file:// store."""
         self.workdir, self.rng = workdir, rng
-        self.kinds = kinds if s3 else tuple(k for k in kinds if k in FILE_KINDS)
+        where = "s3" if s3 else "file"
+        self.kinds = tuple(k for k in kinds if ONLY_ON.get(k, where) == where)
         self.proxy = s3[1] if s3 else None
         self.fuzz_dir = workdir / "fuzz"
         self.fuzz_dir.mkdir(parents=True)
+        self.disk: Path | None = None  # the tmpfs the file store lies on, when it may fill
+        if "full" in self.kinds:
+            self.disk = workdir / "disk"
+            self.disk.mkdir()
+            mount = ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(self.disk)]
+            if os.geteuid() != 0 or subprocess.run(mount, capture_output=True).returncode:
+                self.disk = None  # no tmpfs here: no full disk either
+                self.kinds = tuple(k for k in self.kinds if k != "full")
+        if not self.kinds:
+            raise ValueError(f"none of the kinds {kinds} can be drawn on a {where} store here "
+                             "(a full disk needs root, to mount a tmpfs)")  # fmt: skip
         if s3:
             storage = f"{{uri: 's3://{BUCKET}/runs', endpoint: '{s3[1].endpoint}'}}"
             store = open_store(run_root(f"s3://{BUCKET}/runs", "default", name), endpoint=s3[0])
         else:
-            storage = f"{{uri: '{(workdir / 'store').as_uri()}'}}"
-            store = open_store(run_root((workdir / "store").as_uri(), "default", name))
+            uri = ((self.disk or workdir) / "store").as_uri()
+            storage = f"{{uri: '{uri}'}}"
+            store = open_store(run_root(uri, "default", name))
         self.manifest = fuzz_job(name, storage)
         self.store = Store(store)
         env = {"PYTHONPATH": str(ROOT), "KCTL_FUZZ_DIR": str(self.fuzz_dir)}
@@ -457,6 +474,18 @@ class Chain:
                 self.wait(lambda: time.monotonic() >= end, 60)
             finally:
                 self.proxy.mode = "pass"
+            kill_all(tree(self.rng.choice(pods).pid))
+        elif kind == "full":
+            assert self.disk is not None
+            filler = self.disk / "filler"  # beside the store: not a file inside it
+            with contextlib.suppress(OSError), filler.open("wb") as out:
+                while True:  # until ENOSPC: whatever the pods write next fails
+                    out.write(b"\0" * (1 << 20))
+            end = time.monotonic() + self.rng.uniform(1.0, 4.0)
+            try:
+                self.wait(lambda: time.monotonic() >= end, 60)
+            finally:
+                filler.unlink()
             kill_all(tree(self.rng.choice(pods).pid))
         else:
             pod = self.rng.choice(pods)
@@ -586,6 +615,8 @@ class Chain:
 
     def close(self) -> None:
         self.job.stop()
+        if self.disk is not None:
+            subprocess.run(["umount", "-l", str(self.disk)], check=False)
 
 
 @dataclass
@@ -659,6 +690,10 @@ def run(
     done: list[Trial] = []
     problems: list[str] = []
     chain_number = 0
+    # A store none of the kinds can be drawn on takes no turn.
+    stores = tuple(w for w in stores if any(ONLY_ON.get(k, w) == w for k in kinds))
+    if not stores:
+        raise ValueError(f"none of the kinds {kinds} can be drawn on any store asked for")
     with contextlib.ExitStack() as stack:
         s3 = None
         if "s3" in stores:
