@@ -161,7 +161,7 @@ class Run:
     def start(self) -> None:
         out = (self.work / f"{self.name}.apply.log").open("ab")
         self.apply = subprocess.Popen(
-            [KCTL, "apply", str(self.file), "--local", "--wait", "--collect-to",
+            [KCTL, "apply", str(self.file), "--local", "--wait", "--to",
              str(self.results)],
             env=self.env, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -143,7 +143,7 @@ def test_build_push_pin_rebuild_and_run_the_users_module(
     # and every validation row is collected once.
     run = kctl(
         "apply", "job.yaml", "--local", "--build", "--repo", repo, "--wait",
-        "--collect-to", str(tmp_path / "results"), cwd=project, home=home,
+        "--to", str(tmp_path / "results"), cwd=project, home=home,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-4000:]
     assert "nothing to build or push" in run.stderr and "pod sandboxes" in run.stdout

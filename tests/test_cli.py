@@ -84,6 +84,11 @@ def test_job_files_are_taken_as_kubectl_takes_them(tmp_path: Path) -> None:
     follow = kctl("apply", QUICKSTART, "-f")
     assert follow.returncode == 2 and "-f/--filename: expected one argument" in follow.stderr
     assert "-f, --follow" in kctl("logs", "--help").stdout
+    # collect's destination and endpoint, spelled alike on every command that collects
+    for command in ("apply", "wait", "collect"):
+        shown = kctl(command, "--help").stdout
+        assert "--to DIR" in shown and "--endpoint URL" in shown, command
+        assert "--collect-to" not in shown, command  # the old spelling works, unshown
 
 
 def test_delete_takes_the_job_a_file_names(tmp_path: Path) -> None:

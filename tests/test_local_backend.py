@@ -172,9 +172,7 @@ def test_quickstart_on_an_s3_server(
     text += f"  storage: {{uri: 's3://{bucket}/runs', endpoint: '{moto_endpoint}'}}\n"
     path = tmp_path / "quickstart.yaml"
     path.write_text(text)
-    out = kctl(
-        "apply", str(path), "--local", "--wait", "--collect-to", "got", env=env, cwd=tmp_path
-    )
+    out = kctl("apply", str(path), "--local", "--wait", "--to", "got", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"storage: s3://{bucket}/runs" in out.stderr
     store = open_store(f"s3://{bucket}/runs/default/quickstart/", endpoint=moto_endpoint)
@@ -824,7 +822,7 @@ def test_a_command_job_that_stored_nothing_has_nothing_to_collect(
     out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "nothing to collect: nothing is stored at" in out.stderr, out.stderr
-    out = kctl(
+    out = kctl(  # the spelling wait had before --to: a hidden alias for a release
         "wait", "plain", "--local", "--collect-to", str(tmp_path / "r"), env=env, cwd=tmp_path
     )
     assert out.returncode == 0 and "nothing to collect" in out.stderr, out.stderr

@@ -151,6 +151,22 @@ def settle(args: argparse.Namespace) -> None:
     args.file = given[0]
 
 
+def collect_flags(cmd: argparse.ArgumentParser, to: str, *, renamed: bool = False) -> None:
+    """Where collect puts a run and the S3 endpoint it reads from, spelled alike on
+    apply, wait and collect; `renamed`: also the hidden spellings apply and wait had
+    (--collect-to, --collect-endpoint), kept for a release."""
+    cmd.add_argument("--to", metavar="DIR", help=to)
+    cmd.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the S3 endpoint to collect from here, when the pods' is in-cluster (collect: "
+        "also with --from)",
+    )
+    if renamed:
+        cmd.add_argument("--collect-to", dest="to", help=argparse.SUPPRESS)
+        cmd.add_argument("--collect-endpoint", dest="endpoint", help=argparse.SUPPRESS)
+
+
 def output(cmd: argparse.ArgumentParser, choices: tuple[str, ...], help: str) -> None:
     """kubectl's -o: the first choice is the default."""
     cmd.add_argument("-o", "--output", choices=choices, default=choices[0], help=help)

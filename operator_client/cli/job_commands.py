@@ -132,7 +132,7 @@ def apply(args: argparse.Namespace) -> int:
     if not args.wait:
         console.info(f"  status:  kctl-train status {handle.name}{flag}")
         return EXIT_OK
-    collect_to = args.collect_to
+    collect_to = args.to
     if collect_to is None and client.info.store_reachable and not args.no_collect:
         from ..client.collecting import results_dir
 
@@ -158,7 +158,7 @@ def wait(args: argparse.Namespace) -> int:
         handle,
         args,
         again=f"kctl-train apply JOB_FILE{backend_flag(args)}",
-        collect_to=args.collect_to,
+        collect_to=args.to,
     )
 
 
@@ -183,7 +183,7 @@ def _follow_and_collect(
         return _collected(
             lambda display: handle.collect(
                 collect_to,
-                endpoint=args.collect_endpoint,
+                endpoint=args.endpoint,
                 progress=display,
             ),
             handle.name,
@@ -402,16 +402,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
     )
-    cmd.add_argument(
-        "--collect-to",
-        metavar="DIR",
-        help="with --wait: collect into DIR after success (local default: results/<name>/; "
-        "a cluster job is collected only when this is given)",
-    )
-    cmd.add_argument(
-        "--collect-endpoint",
-        metavar="URL",
-        help="S3 endpoint for collecting from here, when the pods' endpoint is in-cluster",
+    flags.collect_flags(
+        cmd,
+        "with --wait: collect into DIR after success (local default: results/<name>/; a "
+        "cluster job is collected only when this is given)",
+        renamed=True,
     )
     cmd.add_argument(
         "--no-collect", action="store_true", help="with --wait: do not collect after success"
@@ -454,8 +449,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument("name", metavar="NAME")
     flags.where(cmd)
     cmd.add_argument("--timeout", type=float, metavar="SECONDS")
-    cmd.add_argument("--collect-to", metavar="DIR", help="collect into DIR after success")
-    cmd.add_argument("--collect-endpoint", metavar="URL", help="S3 endpoint for collecting")
+    flags.collect_flags(cmd, "collect into DIR after success", renamed=True)
     cmd.set_defaults(handler=wait)
 
     cmd = sub.add_parser(
@@ -468,17 +462,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     cmd.add_argument("name", metavar="NAME")
     flags.where(cmd)
-    cmd.add_argument("--to", metavar="DIR", help="where results go (default: results/<name>/)")
+    flags.collect_flags(cmd, "where results go (default: results/<name>/)")
     cmd.add_argument(
         "--from",
         dest="source",
         metavar="URI",
         help="the job's storage.uri (s3://bucket/prefix or file:///path), without a job record",
-    )
-    cmd.add_argument(
-        "--endpoint",
-        metavar="URL",
-        help="S3 endpoint: with --from, or instead of the job's (an in-cluster one)",
     )
     which = cmd.add_mutually_exclusive_group()
     which.add_argument("--all-checkpoints", action="store_true")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End to end on a real cluster: kind + training-operator v1.9.4 + MinIO + the trainer image,
-# then `kctl-train apply examples/kind-cpu.yaml --wait --collect-to ...` and checks on what
+# then `kctl-train apply examples/kind-cpu.yaml --wait --to ...` and checks on what
 # was collected. Needs docker, kind and kubectl; run from the repository root after
 # `make venv`. Leaves the cluster for inspection unless KEEP_CLUSTER=0.
 set -euo pipefail
@@ -48,7 +48,7 @@ $KCTL doctor examples/kind-cpu.yaml || true   # warnings are fine; errors stop a
 $KCTL delete kind-cpu --ignore-not-found --wait
 rm -rf "$OUT"
 $KCTL apply examples/kind-cpu.yaml --wait --timeout 900 \
-  --collect-to "$OUT" --collect-endpoint http://127.0.0.1:30900
+  --to "$OUT" --endpoint http://127.0.0.1:30900
 $KCTL logs kind-cpu --replica all | tail -20
 
 echo "--- checks"

@@ -1,6 +1,6 @@
 """The users' main path on the real node of `make cluster` (kubelet, containerd, runc,
 CoreDNS, moto as the S3 store): `kctl-train apply examples/kind-cpu.yaml --wait
---collect-to DIR`, the training-operator making the pods, the trainer image (`make image`)
+--to DIR`, the training-operator making the pods, the trainer image (`make image`)
 training in them, checkpoints in S3, collect; then a pod deleted mid-training and a
 `kctl-train delete` during training.
 
@@ -147,7 +147,7 @@ def test_kind_cpu_trains_on_the_real_node_and_is_collected(
     out = tmp_path / "collected"
     applying = subprocess.Popen(
         [str(KCTL), "apply", "examples/kind-cpu.yaml", "-n", NAMESPACE, "--force-namespace",
-         "--wait", "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3],
+         "--wait", "--timeout", "600", "--to", str(out), "--endpoint", S3],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.user_env, cwd=ROOT,
     )  # fmt: skip
     try:
@@ -284,7 +284,7 @@ def test_kind_cpu_as_a_trainjob_trains_and_is_collected(cluster: Cluster, tmp_pa
     out = tmp_path / "collected"
     done = cluster.kctl(
         "apply", str(path), "-n", NAMESPACE, "--force-namespace", "--operator", "trainjob",
-        "--wait", "--timeout", "600", "--collect-to", str(out), "--collect-endpoint", S3,
+        "--wait", "--timeout", "600", "--to", str(out), "--endpoint", S3,
         timeout=700,
     )  # fmt: skip
     try:
