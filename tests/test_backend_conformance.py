@@ -1,4 +1,4 @@
-"""One suite for every backend (backends/base.py) and both job kinds: the same scenarios
+"""One suite for every backend (backends/base.py, its shapes in backends/types.py) and both job kinds: the same scenarios
 through the public Client, against the local backend (real processes) and the Kubernetes
 backend (the real `kubernetes` client against the loopback API fixture, where the test
 plays the training-operator or Trainer v2), each with the job as a PyTorchJob and as a
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from operator_client import Client
-from operator_client.backends.base import ConditionReached, JobChanged, LogLine
 from operator_client.backends.local import LocalBackend
+from operator_client.backends.types import ConditionReached, JobChanged, LogLine
 from operator_client.errors import BadInput, JobNotFound
 from operator_client.storage import open_store
 

@@ -10,13 +10,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.backends.base import (
-    Condition,
-    JobView,
-    LogLine,
-    Replica,
-    StorageLocation,
-)
+from operator_client.backends.types import Condition, JobView, LogLine, Replica, StorageLocation
 from operator_client.client.failure import failure_report
 from operator_client.client.jobs import load, with_namespace
 from operator_client.contract import Progress

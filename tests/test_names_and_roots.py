@@ -1,6 +1,6 @@
 """Names are names: every name that reaches a path is validated as the API server validates
 it, and a run root is only ever the job's own `<store>/<namespace>/<name>/`, whatever a
-hand-written object's annotations say (spec/k8s_names.py, backends/base.py StorageLocation,
+hand-written object's annotations say (spec/k8s_names.py, backends/types.py StorageLocation,
 backends/local/file_store.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from operator_client.backends.base import StorageLocation
 from operator_client.backends.local import file_store
 from operator_client.backends.local.jobdir import JobDir
+from operator_client.backends.types import StorageLocation
 from operator_client.contract import ENDPOINT_ANNOTATION, RUN_ROOT_ANNOTATION
 from operator_client.errors import BadInput
 from operator_client.spec.k8s_names import config_key_problem, label_problem, subdomain_problem

@@ -1,7 +1,7 @@
 """The Python API: `Client` (client.py), the handle it returns for a job, and the
-shapes every backend shows a job in (backends/base.py), for callers to type against."""
+shapes every backend shows a job in (backends/types.py), for callers to type against."""
 
-from ..backends.base import (
+from ..backends.types import (
     Condition,
     ConditionReached,
     Event,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import backend_for
-from ..backends.base import Backend, BackendInfo, Finding, JobView
+from ..backends.base import Backend
+from ..backends.types import BackendInfo, Finding, JobView
 from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run, results_dir

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..backends.base import JobView, LogLine, Replica
+from ..backends.types import JobView, LogLine, Replica
 from ..errors import KctlTrainError
 from ..kubeflow import lifecycle as lc
 

@@ -8,16 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import (
-    Backend,
-    Event,
-    Fault,
-    Finding,
-    JobChanged,
-    JobView,
-    LogLine,
-    Submitted,
-)
+from ..backends.base import Backend
+from ..backends.types import Event, Fault, Finding, JobChanged, JobView, LogLine, Submitted
 from ..contract import FAULTS
 from ..errors import BadInput, JobNotFound, WaitTimeout
 from ..kubeflow.kinds import kind_of

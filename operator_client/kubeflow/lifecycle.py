@@ -84,7 +84,7 @@ class Policy:
 @dataclass(frozen=True)
 class ReplicaState:
     """One replica pod as the operator's state machine tracks it (a process, locally);
-    what a backend shows of it is backends.base.Replica."""
+    what a backend shows of it is backends.types.Replica."""
 
     name: str
     type: str
@@ -98,7 +98,7 @@ class ReplicaState:
 @dataclass(frozen=True)
 class ConditionState:
     """A condition as the state machine sets it (time: seconds since the epoch); what a
-    backend shows of a job's conditions is backends.base.Condition."""
+    backend shows of a job's conditions is backends.types.Condition."""
 
     type: str
     reason: str

@@ -24,8 +24,8 @@ from ...errors import ClusterError, JobNotFound
 from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
 from ...kubeflow.kinds import KINDS, TRAINJOB, Kind, kind_of
-from ..base import (
-    Backend,
+from ..base import Backend
+from ..types import (
     Event,
     Finding,
     JobChanged,
@@ -35,11 +35,8 @@ from ..base import (
     Replica,
     StorageLocation,
     Submitted,
-    conditions_of,
-    new_events,
-    pick,
-    replica_count,
 )
+from ..views import conditions_of, new_events, pick, replica_count
 from .pod_reasons import pod_phase, pod_problems, restarts
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from ...kubeflow import pod_security as pss
 from ...kubeflow import pytorchjob as pj
 from ...kubeflow import trainjob as tj
 from ...kubeflow.workload import workload_of
-from ..base import Finding
+from ..types import Finding
 from .api import Api
 
 OPERATOR_INSTALL = (

@@ -13,7 +13,7 @@ from typing import Any
 from ...errors import BadInput
 from ...kubeflow import pod_security as pss
 from ...kubeflow.workload import Workload
-from ..base import Finding
+from ..types import Finding
 
 POD_SECURITY_ENV = "KCTL_TRAIN_POD_SECURITY"
 # What the user namespaces of most clusters enforce; Kubeflow's stock runtimes pass it.

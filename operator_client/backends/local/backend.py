@@ -34,8 +34,8 @@ from ...runstore import resume_line
 from ...runstore.checkpoints import first_complete
 from ...runstore.location import home, store_for
 from ...storage import StoreError, open_store
-from ..base import (
-    Backend,
+from ..base import Backend
+from ..types import (
     Event,
     Fault,
     Finding,
@@ -47,11 +47,8 @@ from ..base import (
     Replica,
     StorageLocation,
     Submitted,
-    conditions_of,
-    new_events,
-    pick,
-    replica_count,
 )
+from ..views import conditions_of, new_events, pick, replica_count
 from . import chaos, file_store, pod_processes
 from .admission import admission_findings, level_of
 from .jobdir import JobDir, LocalReplica, write_json

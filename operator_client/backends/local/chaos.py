@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from ..base import Fault
+from ..types import Fault
 from .jobdir import JobDir, write_json
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from ...kubeflow.lifecycle import ReplicaState
 from ...kubeflow.workload import Workload
-from ..base import ImageRoot
+from ..types import ImageRoot
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, replica_command, replica_env
 from .pods_base import Launch, Pods, bindir

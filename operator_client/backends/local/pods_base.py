@@ -13,7 +13,7 @@ from ...contract import KILL
 from ...kubeflow import lifecycle as lc
 from ...kubeflow.lifecycle import ReplicaState
 from ...kubeflow.workload import Workload
-from ..base import Fault
+from ..types import Fault
 from . import pod_processes
 from .jobdir import JobDir
 from .sandbox.support import PodsMode

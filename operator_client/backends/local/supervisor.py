@@ -26,7 +26,7 @@ from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.workload import Workload
 from ...untrusted import read_tail
-from ..base import StorageLocation
+from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
 from .launch import load_mode, pods_for

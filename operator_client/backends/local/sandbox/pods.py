@@ -14,7 +14,7 @@ from ....contract import HEAL, KILL, PARTITION, SLOW
 from ....kubeflow import lifecycle as lc
 from ....kubeflow.workload import Workload
 from ....runstore.location import home
-from ...base import Fault, ImageRoot, StorageLocation
+from ...types import Fault, ImageRoot, StorageLocation
 from .. import file_store
 from ..jobdir import JobDir
 from ..local_env import replica_command, replica_env
