@@ -1,8 +1,9 @@
-"""One suite for every backend (backends/base.py, its shapes in backends/types.py) and both job kinds: the same scenarios
-through the public Client, against the local backend (real processes) and the Kubernetes
-backend (the real `kubernetes` client against the loopback API fixture, where the test
-plays the training-operator or Trainer v2), each with the job as a PyTorchJob and as a
-TrainJob. A backend added later joins BACKENDS and must pass all of it."""
+"""One suite for every backend (backends/base.py, its shapes in backends/types.py) and
+both job kinds: the same scenarios through the public Client, against the local backend
+(real processes) and the Kubernetes backend (the real `kubernetes` client against the
+loopback API fixture, where the test plays the training-operator or Trainer v2), each
+with the job as a PyTorchJob and as a TrainJob. A backend added later joins BACKENDS and
+must pass all of it."""
 
 from __future__ import annotations
 
