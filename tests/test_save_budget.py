@@ -83,9 +83,9 @@ def test_the_budget_in_words_beside_the_window(window: int | None, ends: str) ->
 @pytest.mark.parametrize(
     ("now", "latest_signal", "needed", "over"),
     [
-        # Training stopped at t=100.
-        (100.0, None, 6.0, False),  # no SIGTERM here (the stop was agreed): wait on
-        (110.0, 99.0, 6.0, False),  # the pod's own SIGTERM, before the stop: wait on
+        # The wait began at t=100.
+        (100.0, None, 6.0, False),  # no SIGTERM here (a stop was agreed, or none): wait on
+        (110.0, 99.0, 6.0, False),  # the pod's own SIGTERM, before the wait: wait on
         (105.0, 103.0, 6.0, False),  # the agent tears down: a live peer still has time
         (106.0, 103.0, 6.0, True),  # ... and once a save's time passed, its part is lost
         (500.0, 103.0, None, False),  # nothing measured: the agent's timeout ends it
@@ -95,6 +95,6 @@ def test_rank_0_gives_a_commit_up_once_its_agent_tears_the_group_down(
     now: float, latest_signal: float | None, needed: float | None, over: bool
 ) -> None:
     pytest.importorskip("lightning", reason="the runtime extra is not installed")
-    from operator_client.runtime.callbacks import emergency_wait_over
+    from operator_client.runtime.callbacks import commit_wait_over
 
-    assert emergency_wait_over(now, 100.0, latest_signal, needed) is over
+    assert commit_wait_over(now, 100.0, latest_signal, needed) is over

@@ -94,17 +94,17 @@ def emergency_save_fits(
     return left >= 0 and (budget is None or budget.needed(in_flight) <= left)
 
 
-def emergency_wait_over(
-    now: float, stopped: float, latest_signal: float | None, needed: float | None
+def commit_wait_over(
+    now: float, began: float, latest_signal: float | None, needed: float | None
 ) -> bool:
-    """Whether rank 0 stops waiting for the commit of a save after a SIGTERM stop. A
-    SIGTERM *after* the stop comes from this pod's agent tearing the group down: a peer
-    left. A peer that left after its part is in the store already; one killed before it
-    never sends it, and one still alive has had what a save needs on this job (`needed`)
-    once that has passed since the stop. Unknown (nothing measured yet): wait on, the
-    agent's own timeout ends it."""
-    torn_down = latest_signal is not None and latest_signal > stopped
-    return torn_down and needed is not None and now - stopped >= needed
+    """Whether rank 0 stops waiting for a save's commit (its peers' parts), waiting since
+    `began`: once a SIGTERM came during the wait (this pod's agent tearing the group down
+    because a peer left, or the pod itself going) and what a save needs on this job
+    (`needed`) has passed since the wait began. A peer that left after its part is in the
+    store already; one killed before it never sends it; one still alive has had its time.
+    Unknown (nothing measured yet): wait on, the agent's own timeout ends it."""
+    signalled = latest_signal is not None and latest_signal > began
+    return signalled and needed is not None and now - began >= needed
 
 
 def validation_follows(trainer: L.Trainer) -> bool:
@@ -166,8 +166,8 @@ class CheckpointCallback(L.Callback):
         self.job, self.run, self.scratch = job, run, scratch
         self.events = events  # rank 0 records what a SIGTERM did there (status says it)
         self.estimate: tuple[float | None, float] = (None, 0.0)  # rank 0: needed, left s
-        self.stopped = 0.0  # when training stopped on SIGTERM (monotonic)
-        self.gave_up = False  # rank 0 abandoned a commit after the stop
+        self.wait_began = 0.0  # when the training thread began waiting for a save (monotonic)
+        self.gave_up = False  # rank 0 abandoned a commit: its group is being torn down
         self.world, self.store = run.world, run.store
         policy = job.spec.checkpoint
         self.every_steps, self.every_seconds = policy.every.steps, policy.every.seconds
@@ -247,7 +247,8 @@ class CheckpointCallback(L.Callback):
                     trainer.global_step,
                 )
             return False
-        self.writer.wait(self._give_up if emergency else None)
+        self.wait_began = time.monotonic()
+        self.writer.wait(self._give_up)
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         share = self.snapshotter.take(checkpoint, trainer.global_step, trainer.current_epoch)
         del checkpoint  # its tensors are live: only the copies leave this thread
@@ -377,7 +378,7 @@ class CheckpointCallback(L.Callback):
     def _save_or_stop(self, trainer: L.Trainer, stop: bool, due: bool) -> None:
         """The save that is due, or on SIGTERM the emergency save, the commit and the stop."""
         fits = not stop or self._emergency_fits()
-        stopped = self.stopped = time.monotonic()
+        stopped = time.monotonic()
         if stop and self.world.rank == 0:
             log.warning(
                 "SIGTERM: training stopped at step %d, %.2fs after the signal",
@@ -396,6 +397,7 @@ class CheckpointCallback(L.Callback):
         if stop:
             started = time.monotonic()
             # A save in flight commits, or is killed whole by SIGKILL, or is given up.
+            self.wait_began = stopped
             self.writer.wait(self._give_up)
             if self.world.rank == 0 and fits:
                 last = self.writer.last
@@ -411,19 +413,22 @@ class CheckpointCallback(L.Callback):
             raise Preempted
 
     def _give_up(self) -> bool:
-        """Rank 0, waiting for a commit after a SIGTERM stop: whether to abandon it
-        (emergency_wait_over), saying so once."""
-        needed = self.estimate[0]
+        """Rank 0 (the only rank that waits for others' parts), waiting for a save's
+        commit: whether to abandon it (commit_wait_over: a save in flight and one more,
+        as measured here), saying so once; after that every wait gives up at once, as
+        the group is going."""
         if self.world.rank != 0 or self.gave_up:
             return self.gave_up
+        budget = self.writer.budget
+        needed = budget.needed(True) if budget is not None else None
         now = time.monotonic()
-        self.gave_up = emergency_wait_over(now, self.stopped, PREEMPTED.latest, needed)
+        self.gave_up = commit_wait_over(now, self.wait_began, PREEMPTED.latest, needed)
         if self.gave_up:
             log.warning(
-                "SIGTERM: a peer left while this save waited for its part (the agent tears "
-                "the group down); %.1fs since the stop, a save needs %.1fs here: the save "
-                "is abandoned, the newest committed checkpoint stands",
-                now - self.stopped, needed or 0.0,
+                "SIGTERM while a save waited %.1fs for its parts (a save needs %.1fs here): "
+                "a peer that has not sent its part by now is gone, so the save is "
+                "abandoned; the newest committed checkpoint stands",
+                now - self.wait_began, needed or 0.0,
             )  # fmt: skip
         return self.gave_up
 
