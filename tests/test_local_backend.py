@@ -471,23 +471,28 @@ def test_active_deadline_fails_a_job_that_runs_too_long(
     assert body["local"]["replicas"][0]["pid"] is None  # cleaned up (cleanPodPolicy Running)
 
 
+def as_from_a_terminal(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """kctl-train started as from a terminal, for a Ctrl-C (SIGINT) to stop: a suite
+    started in the background (`cmd &`) passes SIGINT on ignored, and Python then installs
+    no KeyboardInterrupt handler."""
+    return subprocess.Popen(
+        [KCTL, *argv],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     path = lightning_job(
         tmp_path, "stopme", extra="  fault: {terminationGracePeriod: 60s}\n", steps=100000
     )
-    apply = subprocess.Popen(
-        [KCTL, "apply", str(path), "--local", "--wait", "--follow"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # As from a terminal: a suite started in the background (`cmd &`) passes SIGINT on
-        # ignored, and Python then installs no KeyboardInterrupt handler.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    apply = as_from_a_terminal(["apply", str(path), "--local", "--wait", "--follow"], env, tmp_path)
     assert apply.stdout is not None
     deadline = time.monotonic() + 150
     for line in apply.stdout:  # --follow streams the replicas' lines, prefixed
@@ -505,12 +510,21 @@ def test_ctrl_c_stops_the_job_with_an_emergency_checkpoint(
     assert checkpoints.committed(store)[0].step >= 30
 
 
-def saves_measured(name: str, tmp_path: Path, saves: int) -> Any:
-    """The store of a running local job, once `saves` checkpoints are in its save log
-    (what an emergency save needs is measured then)."""
+def running_with_grace(name: str, grace: str, tmp_path: Path, env: dict[str, str]) -> Any:
+    """The store of an endless local job with this grace period, applied in the
+    background, once 3 checkpoints are in its save log (what an emergency save needs is
+    measured then)."""
+    path = lightning_job(
+        tmp_path,
+        name,
+        extra=f"  fault: {{terminationGracePeriod: {grace}}}\n",
+        steps=100000,
+        checkpoint="{every: 10 steps, keep: 3}",
+    )
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
     store = open_store((tmp_path / f"home/store/default/{name}").as_uri() + "/")
     deadline = time.monotonic() + 150
-    while len(checkpoint_log.read(store)) < saves:
+    while len(checkpoint_log.read(store)) < 3:
         assert time.monotonic() < deadline, "no saves in 150s"
         time.sleep(0.5)
     return store
@@ -531,15 +545,7 @@ def test_a_delete_within_a_grace_period_that_holds_the_save_loses_no_step(
     """A 30 s grace period (Kubernetes' default), longer than the save measured here: the
     delete's SIGTERM stops training at the next step boundary and that very step is
     committed, so nothing trained is lost."""
-    path = lightning_job(
-        tmp_path,
-        "grace30",
-        extra="  fault: {terminationGracePeriod: 30s}\n",
-        steps=100000,
-        checkpoint="{every: 10 steps, keep: 3}",
-    )
-    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
-    store = saves_measured("grace30", tmp_path, 3)
+    store = running_with_grace("grace30", "30s", tmp_path, env)
     out = kctl("delete", "grace30", "--local", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     preemption, reached = sigterm_of(store)
@@ -559,24 +565,8 @@ def test_a_grace_period_too_short_for_the_save_keeps_the_last_checkpoint_and_say
     """A 1 s grace period is shorter than what an emergency save needs (its measured
     saves and the 3 s to exit): on the stop no save is started, the newest committed
     checkpoint stays whole and is what a restart takes, and `status` says what happened."""
-    path = lightning_job(
-        tmp_path,
-        "grace1",
-        extra="  fault: {terminationGracePeriod: 1s}\n",
-        steps=100000,
-        checkpoint="{every: 10 steps, keep: 3}",
-    )
-    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
-    store = saves_measured("grace1", tmp_path, 3)
-    waiter = subprocess.Popen(
-        [KCTL, "wait", "grace1", "--local"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    store = running_with_grace("grace1", "1s", tmp_path, env)
+    waiter = as_from_a_terminal(["wait", "grace1", "--local"], env, tmp_path)
     time.sleep(2)  # following
     waiter.send_signal(signal.SIGINT)
     _, stderr = waiter.communicate(timeout=60)
