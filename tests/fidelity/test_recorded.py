@@ -23,7 +23,7 @@ def not_yet_tried(committed: dict[str, Any], recorded: dict[str, Any]) -> bool:
     the training-operator retries in Go's random order of replica types and stops at the
     first refusal, so a replica type that came after the refused one each time is neither
     made nor refused yet (for minutes, on a busy machine: record.py waits 30 s)."""
-    failed, tried = set(committed["events"]), set(recorded["events"])
+    failed, tried = set(committed.get("events", [])), set(recorded.get("events", []))
     if not tried or not tried <= failed:
         return False
     made = {pod["name"]: pod for pod in committed["pods"]}
@@ -65,19 +65,34 @@ def test_a_recording_may_miss_refusals_the_controller_has_not_met_yet(
     assert not_yet_tried(committed, {"events": events, "pods": []}) is accepted
 
 
+def _differing(names: list[str], recorded: Path) -> dict[str, list[str]]:
+    """The diff of each recording in `recorded` that is not its golden (nor the golden
+    before the controller tried every pod)."""
+    found = {}
+    for name in names:
+        old = (GOLDEN / f"{name}.yaml").read_text()
+        new = (recorded / f"{name}.yaml").read_text()
+        if old != new and not not_yet_tried(yaml.safe_load(old), yaml.safe_load(new)):
+            found[name] = list(
+                difflib.unified_diff(
+                    old.splitlines(keepends=True),
+                    new.splitlines(keepends=True),
+                    f"committed {name}",
+                    f"recorded {name}",
+                )
+            )
+    return found
+
+
 @pytest.mark.xdist_group("heavy")  # not beside the crash fuzz (test_checkpoint_fuzz.py)
 def test_the_goldens_are_what_the_real_controllers_make_now(tmp_path: Path) -> None:
+    """Every input recorded at once; one that differs is recorded again, alone, before it
+    counts: on a busy machine a controller may not have made every pod within record.py's
+    wait (CI once recorded 1 of gen-pj-06-c's 2 pods after 33 s; alone: both in 5 s)."""
     connect()
     main([], into=tmp_path)
-    changed = []
-    for name in names():
-        old = (GOLDEN / f"{name}.yaml").read_text()
-        new = (tmp_path / f"{name}.yaml").read_text()
-        if old != new and not not_yet_tried(yaml.safe_load(old), yaml.safe_load(new)):
-            changed += difflib.unified_diff(
-                old.splitlines(keepends=True),
-                new.splitlines(keepends=True),
-                f"committed {name}",
-                f"recorded {name}",
-            )
-    assert not changed, "".join(changed)
+    changed = _differing(names(), tmp_path)
+    if changed:
+        main(sorted(changed), into=tmp_path / "again")
+        changed = _differing(sorted(changed), tmp_path / "again")
+    assert not changed, "".join(line for diff in changed.values() for line in diff)
