@@ -71,19 +71,19 @@ def logs(args: argparse.Namespace) -> int:
 def delete(args: argparse.Namespace) -> int:
     """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
     client = client_for(args)
+    namespace, name = None, args.name  # None: the client's namespace
     if args.filename is not None:
         if args.name is not None:
             raise BadInput("delete: the job's NAME or -f FILE, not both")
-        args.namespace, args.name = client.identity(args.filename)
-        client = client_for(args)  # in the file's namespace
+        namespace, name = client.identity(args.filename)
     elif args.name is None:
         raise BadInput("delete: give the job's NAME, or -f job.yaml")
     try:
-        kind = kind_of(client.get(args.name).kind)
+        kind = kind_of(client.get(name, namespace).kind)
     except JobNotFound:
         kind = kind_of({})  # delete says it is missing, or ignores it
-    if client.delete(args.name, wait=args.wait, missing_ok=args.ignore_not_found):
-        print(f"{kind.resource}/{args.name} deleted ({client.info.name})")
+    if client.delete(name, namespace, wait=args.wait, missing_ok=args.ignore_not_found):
+        print(f"{kind.resource}/{name} deleted ({client.info.name})")
     return EXIT_OK
 
 

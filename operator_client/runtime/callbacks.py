@@ -165,7 +165,6 @@ class CheckpointCallback(L.Callback):
     ) -> None:
         self.job, self.run, self.scratch = job, run, scratch
         self.events = events  # rank 0 records what a SIGTERM did there (status says it)
-        self.estimate: tuple[float | None, float] = (None, 0.0)  # rank 0: needed, left s
         self.wait_began = 0.0  # when the training thread began waiting for a save (monotonic)
         self.gave_up = False  # rank 0 abandoned a commit: its group is being torn down
         self.world, self.store = run.world, run.store
@@ -290,7 +289,6 @@ class CheckpointCallback(L.Callback):
             fits = float(
                 before is not None and emergency_save_fits(budget, self.grace, since, busy, before)
             )
-            self.estimate = (budget.needed(busy) if budget else None, self.grace - since)
             if not fits and explain and budget is not None:
                 last = self.writer.last
                 log.warning(
@@ -433,9 +431,12 @@ class CheckpointCallback(L.Callback):
         return self.gave_up
 
     def _record_sigterm(self, step: int, stopped: float, saving: bool, fits: bool) -> None:
-        """The `sigterm` event (runstore/events.py), written at once: a SIGKILL may follow."""
+        """The `sigterm` event (runstore/events.py), written at once: a SIGKILL may follow.
+        Rank 0's, with what _emergency_fits just weighed: the budget, the grace left."""
         assert self.events is not None
-        needed, left = self.estimate
+        budget = self.writer.budget
+        needed = budget.needed(self.writer.busy) if budget is not None else None
+        left = self.grace - (stopped - (PREEMPTED.at or stopped))
         self.events.record(
             "sigterm",
             step=step,
