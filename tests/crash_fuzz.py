@@ -354,7 +354,7 @@ class Chain:
         """`s3`: moto's endpoint and the proxy in front of it (the job's store is then S3,
         through the proxy; this side reads it directly), else a file:// store."""
         self.workdir, self.rng = workdir, rng
-        where = "s3" if s3 else "file"
+        self.where = where = "s3" if s3 else "file"
         self.kinds = tuple(k for k in kinds if ONLY_ON.get(k, where) == where)
         self.proxy = s3[1] if s3 else None
         self.fuzz_dir = workdir / "fuzz"
@@ -409,7 +409,6 @@ class Chain:
             return None
         attempts = len(_attempts(self.job.rank0_log()))  # its line is out by now
         kind, point = self.rng.choice(self.kinds), self.rng.choice(POINTS)
-        store = "s3" if self.proxy else "file"
         slow = any(pod.slow for pod in self.job.pods)
         if point == "uniform":
             end = time.monotonic() + self.rng.uniform(0.0, 2.5)
@@ -445,7 +444,7 @@ class Chain:
                 (m for m in self.store.seen.values() if m.attempt < attempt),
                 key=lambda m: (m.attempt, m.step),
             )
-            result = Trial(number, kind, point, store, slow, reached_step, resumed,
+            result = Trial(number, kind, point, self.where, slow, reached_step, resumed,
                            earlier[-1].step if earlier else None)  # fmt: skip
             result.torn = self._torn()
             result.flight = flight if flight and flight > (result.newest or 0) else None
