@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from operator_client.cli.main import build_parser
@@ -133,3 +135,11 @@ def test_the_backend_contract_is_numbered_in_order() -> None:
     for backend in (ROOT / "operator_client/backends").rglob("backend.py"):
         for comment in re.findall(r"^    # ([\d, ]+)\. (.+)$", backend.read_text(), re.MULTILINE):
             assert all(int(n) <= len(numbers) for n in comment[0].split(", ")), comment
+
+
+def test_every_doc_the_code_points_to_is_there() -> None:
+    pointed = set()
+    for path in [*(ROOT / "operator_client").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]:
+        pointed.update(re.findall(r"\bdocs/[A-Z_0-9]+\.md\b", path.read_text()))
+    assert pointed, "no pointer found: the pattern is wrong"
+    assert sorted(p for p in pointed if not (ROOT / p).is_file()) == []

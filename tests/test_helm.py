@@ -132,7 +132,14 @@ def helm_jobs(draw: st.DrawFn) -> dict[str, Any]:
                     st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), text, max_size=3
                 ),
                 "checkpoint": st.fixed_dictionaries(
-                    {}, optional={"every": st.sampled_from(["500 steps", "30m", "1h30m"])}
+                    {},
+                    optional={
+                        "every": st.sampled_from(["500 steps", "30m", "1h30m"]),
+                        "stateSize": st.sampled_from(["14Gi", "800Mi", "2T", "1", "3Ei"]),
+                    },
+                ),
+                "fault": st.fixed_dictionaries(
+                    {"terminationGracePeriod": st.sampled_from(["auto", "45s"])}
                 ),
             },
         )
@@ -148,6 +155,21 @@ def helm_jobs(draw: st.DrawFn) -> dict[str, Any]:
             {"key": "spot", "operator": "Exists"},
         ]
     return doc
+
+
+@pytest.mark.parametrize("size", ["14Gi", "700G", "5Ti", "1"])
+@pytest.mark.parametrize("nodes", [1, 3, {"min": 2, "max": 4}])
+@pytest.mark.parametrize("spot", [False, True])
+def test_auto_grace_from_the_state_size_is_the_same_through_helm(
+    chart: Any, size: str, nodes: Any, spot: bool
+) -> None:
+    doc = yaml.safe_load((EXAMPLES[0]).read_text())
+    spec = doc["spec"]
+    spec.update(nodes=nodes, fault={"terminationGracePeriod": "auto"})
+    spec.setdefault("checkpoint", {})["stateSize"] = size
+    spec["nodePool"] = {"preset": "eks", "spot": spot}
+    expected = render(load_job_text(yaml.safe_dump(doc)).job)
+    assert helm_render(chart, values_of(doc)) == expected
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

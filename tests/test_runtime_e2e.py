@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.client.grace import grace_warning
+from operator_client.client.grace import grace_warning, measured_budget
 from operator_client.render import render
 from operator_client.runstore import checkpoint_log, checkpoints
 from operator_client.spec import load_job_text
@@ -241,15 +241,16 @@ def test_sigterm_commits_an_emergency_checkpoint_and_exits_non_zero(tmp_path: Pa
     checkpoint_log.write(store, [slow])
     spec = load_job_text(job_yaml("preempt", f"  command: [x]\n  storage: {{uri: '{uri}'}}\n"
                                   "  fault: {terminationGracePeriod: 30s}\n")).job  # fmt: skip
-    warning = grace_warning(spec, "job.yaml")
-    assert warning is not None and "30s is shorter than an emergency save needs" in (
-        warning.message
-    )
+    measured = measured_budget(spec)
+    assert measured is not None
+    warning = grace_warning(spec, measured, "job.yaml")
+    assert warning is not None
+    assert "the 30s grace period is shorter than an emergency save needs" in warning.message
     patient = spec.spec.fault.model_copy(
         update={"termination_grace_period": Duration.parse("120s")}
     )
     patient_job = spec.model_copy(update={"spec": spec.spec.model_copy(update={"fault": patient})})
-    assert grace_warning(patient_job, "job.yaml") is None
+    assert grace_warning(patient_job, measured, "job.yaml") is None
 
 
 def test_sigterm_before_a_validation_lets_it_run_then_saves(tmp_path: Path) -> None:

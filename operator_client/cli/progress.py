@@ -10,6 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..spec.save_estimate import SaveEstimate
 from .console import colour
 
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
@@ -160,18 +161,20 @@ def _goodput_texts(handle: JobHandle, view: JobView) -> tuple[str, str]:
     )
 
 
-def _budget(handle: JobHandle, view: JobView) -> SaveBudget | None:
-    """What an emergency save needs on the job, or None (nothing measured, no store, a
-    store this machine cannot read)."""
+def _budget(handle: JobHandle, view: JobView) -> SaveBudget | SaveEstimate | None:
+    """What an emergency save needs on the job, measured, else by estimate (from
+    checkpoint.stateSize), or None (neither; a store this machine cannot read)."""
     from ..errors import KctlTrainError
 
     try:
-        return handle.save_budget(view=view)
+        return handle.save_budget(view=view) or handle.save_estimate(view)
     except KctlTrainError:
         return None
 
 
-def _store_words(handle: JobHandle) -> tuple[str, str, SaveBudget | None, int | None]:
+def _store_words(
+    handle: JobHandle,
+) -> tuple[str, str, SaveBudget | SaveEstimate | None, int | None]:
     """The goodput and SIGTERM words, the save budget and the save window, from one read
     of the job ("", "", None, None where the job is gone)."""
     from ..errors import KctlTrainError
@@ -225,7 +228,8 @@ class GoodputPoller:
             save = ""
             if budget is not None:
                 has = f" of {window}s" if window is not None else ""
-                save = f"emergency save {budget.emergency_save_s:.1f}s{has}"
+                guess = " by estimate" if isinstance(budget, SaveEstimate) else ""
+                save = f"emergency save {budget.emergency_save_s:.1f}s{guess}{has}"
             self.text = " · ".join(t for t in (goodput, save) if t) or self.text
         finally:
             self._next = time.monotonic() + GOODPUT_EVERY

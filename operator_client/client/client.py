@@ -20,7 +20,7 @@ from ..backends.types import BackendInfo, Finding, JobView
 from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run, results_dir
-from .grace import grace_warning
+from .grace import ESTIMATE_PATH, grace_warning, measured_budget
 from .handle import JobHandle
 from .jobs import load, object_in_namespace, trainjob_manifest, with_namespace
 
@@ -136,8 +136,11 @@ class Client:
         warnings = loaded.warnings
         if prepared.spec.storage != spec.spec.storage:  # the backend chose the store
             warnings = [w for w in warnings if w.path != "spec.storage"]
-        if dry_run != "client" and (grace := grace_warning(prepared, loaded.source)):
-            warnings = [*warnings, grace]
+        if dry_run != "client" and (measured := measured_budget(prepared)) is not None:
+            # A measured save replaces validate's estimate from stateSize.
+            warnings = [w for w in warnings if w.path != ESTIMATE_PATH]
+            if grace := grace_warning(prepared, measured, loaded.source):
+                warnings = [*warnings, grace]
         manifest = render(prepared)
         problems = admission_errors(manifest)
         if problems:  # a renderer bug, never the user's

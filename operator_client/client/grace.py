@@ -10,36 +10,39 @@ from ..errors import KctlTrainError
 from ..runstore import checkpoint_log
 from ..runstore.location import store_for
 from ..spec.issues import SpecIssue
+from ..spec.save_estimate import MARGIN_SECONDS
 from ..storage import StoreError
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
 
 
-def grace_warning(job: TrainingJob, source: str) -> SpecIssue | None:
-    """A warning when the grace period is shorter than what an emergency save needs on
-    this run, measured (checkpoint_log.budget: a save in flight, then the emergency save,
-    each the 95th percentile of the saves so far); None when it is long enough, or the
-    store has no measurement or cannot be reached now (quickly)."""
+# The path of validate's estimate (spec/checks.py), which a measured budget replaces.
+ESTIMATE_PATH = "spec.checkpoint.stateSize"
+
+
+def measured_budget(job: TrainingJob) -> checkpoint_log.SaveBudget | None:
+    """What an emergency save needs on this run, measured (checkpoint_log.budget: a save
+    in flight, then the emergency save, each the 95th percentile of the saves so far);
+    None when nothing is measured yet, or the store cannot be reached now (quickly)."""
     try:
         store = store_for(job, patience=0.0)
         store.probe()
-        found = checkpoint_log.budget(checkpoint_log.read(store))
+        return checkpoint_log.budget(checkpoint_log.read(store))
     except (StoreError, KctlTrainError):
         return None
-    if found is None:
-        return None
+
+
+def grace_warning(
+    job: TrainingJob, found: checkpoint_log.SaveBudget, source: str
+) -> SpecIssue | None:
+    """A warning when the grace period is shorter than the measured budget `found`;
+    None when it is long enough."""
     spec = job.spec
     window = spec.save_window_seconds
     if window >= found.emergency_save_s:
         return None
-    wanted = math.ceil(found.emergency_save_s * 1.5)
-    if spec.spot_notice_seconds == window:
-        what = f"{window}s, the {spec.node_pool.preset} spot notice,"
-        longer = f"a pool without spot (nodePool.spot: false) with a grace of {wanted}s"
-    else:
-        what = f"{window}s"
-        longer = f"give at least {wanted}s"
+    what, advice = spec.short_window(math.ceil(found.emergency_save_s * 1.5))
     return SpecIssue(
         source,
         0,
@@ -49,9 +52,7 @@ def grace_warning(job: TrainingJob, source: str) -> SpecIssue | None:
         f"({found.emergency_save_s:.1f}s: a save in flight finishing, "
         f"{found.in_flight_s:.1f}s, then the emergency save, {found.save_s:.1f}s, each the "
         f"95th percentile of {found.saves} saves in {checkpoint_log.KEY}, and "
-        f"{checkpoint_log.MARGIN_SECONDS:.0f}s to exit): a preempted pod would not save, and "
-        f"the work since the last checkpoint is lost; {longer}, save less per rank (more "
-        "nodes), take checkpoint.whenBusy: skip (no save in flight to wait for), or save "
-        "more often (less to lose)",
+        f"{MARGIN_SECONDS:.0f}s to exit): a preempted pod would not save, and the work "
+        f"since the last checkpoint is lost; {advice}",
         "warning",
     )

@@ -30,6 +30,8 @@ def pod_times(view: JobView, pulls: Mapping[str, float]) -> list[PodTimes]:
 
 if TYPE_CHECKING:
     from ..spec import SpecIssue
+    from ..spec.model import TrainingJob
+    from ..spec.save_estimate import SaveEstimate
 
 
 @dataclass
@@ -159,13 +161,23 @@ class JobHandle:
         """Seconds from SIGTERM to SIGKILL a preempted pod of this job has: its grace
         period, cut to the spot notice on spot nodes (None: not rendered by kctl-train).
         `view` as goodput()."""
+        job = self._job(view)
+        return None if job is None else job.spec.save_window_seconds
+
+    def save_estimate(self, view: JobView | None = None) -> SaveEstimate | None:
+        """What an emergency save needs by estimate, before any save is measured (from
+        checkpoint.stateSize; None without one, or not rendered by kctl-train). `view` as
+        goodput()."""
+        job = self._job(view)
+        return None if job is None else job.spec.save_estimate
+
+    def _job(self, view: JobView | None) -> TrainingJob | None:
         from ..spec.document import NotRenderedError, job_of
 
         try:
-            job = job_of(dict(self.manifest or (view or self.status()).raw))
+            return job_of(dict(self.manifest or (view or self.status()).raw))
         except (NotRenderedError, ValueError, KeyError):
             return None
-        return job.spec.save_window_seconds
 
     def stop(self, *, force: bool = False) -> bool:
         """Stop the job (locally: with an emergency checkpoint; force: at once). False

@@ -18,8 +18,7 @@ from ..runstore import checkpoint_log, monitor, runinfo
 from ..runstore.documents import Document
 from ..runstore.goodput import CATEGORIES, Preemption
 from ..runstore.metrics import KEY as METRICS_KEY
-from ..spec import providers
-from ..spec.units import Duration
+from ..spec.model import TrainingJob
 from ..untrusted import csv_rows, read_json
 from .collect import SUMMARY
 
@@ -224,18 +223,12 @@ def _recorded_best(value: Any) -> dict[str, Any] | None:
 
 def _save_window(run_json: Path) -> int | None:
     """SIGTERM to SIGKILL as the pods of run.json's spec saw it: the grace period, cut to
-    the spot notice on spot nodes (None: no run.json, or not one kctl-train wrote)."""
+    the spot notice on spot nodes (None: no run.json, or not a job kctl-train wrote)."""
     try:
-        spec = _object(_object(_object(read_json(run_json)).get("spec")).get("spec"))
-        grace = _object(spec.get("fault")).get("terminationGracePeriod")
-        pool = _object(spec.get("nodePool"))
-        preset = pool.get("preset", "none")
-        if not isinstance(grace, str) or not isinstance(preset, str):
-            return None
-        seconds = None if grace == "auto" else Duration.parse(grace).seconds
-        return providers.save_window_seconds(seconds, preset, pool.get("spot") is True)
-    except (OSError, ValueError):
+        job = TrainingJob.model_validate(_object(read_json(run_json)).get("spec"))
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
         return None
+    return job.spec.save_window_seconds
 
 
 def _goodput(value: Any) -> dict[str, Any] | None:

@@ -17,15 +17,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..spec.save_estimate import MARGIN_SECONDS, against
 from ..storage import ObjectStore, StoreError
 
 KEY = "metrics/checkpoints.csv"
 # What an emergency save needs, from the rows so far (budget()), as JSON for other tools;
 # rank 0 rewrites it after each commit.
 BUDGET_KEY = "metrics/save_budget.json"
-# Beyond the saves: the agent's own exit after its workers (runtime/main.py) and the
-# agreement at the next batch boundary.
-MARGIN_SECONDS = 3.0
 FIELDS = ["step", "epoch", "attempt", "emergency", "skipped_before", "bytes", "stall_s",
           "write_s", "commit_s"]  # fmt: skip
 # The log of a run with a save every minute for a month: far below this.
@@ -82,10 +80,7 @@ class SaveBudget:
             f"{self.in_flight_s:.1f}s, then one {self.save_s:.1f}s: 95th percentiles of "
             f"{self.saves} saves, and {MARGIN_SECONDS:.0f}s to exit)"
         )
-        if window is None:
-            return needs
-        fits = "fits" if self.emergency_save_s <= window else "does NOT fit: work would be lost"
-        return f"{needs}; a preempted pod has {window}s: it {fits}"
+        return against(needs, self.emergency_save_s, window)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2, sort_keys=True).encode()

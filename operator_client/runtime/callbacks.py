@@ -22,6 +22,7 @@ from ..runstore import checkpoint_log, checkpoints, events, goodput, runinfo
 from ..runstore.metrics import merge as merge_metrics
 from ..runstore.outputs import RankOutputs, commit_epoch
 from ..spec.model import TrainingJob
+from ..spec.save_estimate import MARGIN_SECONDS
 from ..storage import ObjectStore
 from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
 from .checkpoint_format import RNG_KEY, restore_rng
@@ -298,7 +299,7 @@ class CheckpointCallback(L.Callback):
                     "is left; the newest committed checkpoint stands (%s)",
                     budget.needed(busy),
                     f"a save in flight {budget.in_flight_s:.1f}s, then " if busy else "",
-                    budget.save_s, budget.saves, checkpoint_log.MARGIN_SECONDS,
+                    budget.save_s, budget.saves, MARGIN_SECONDS,
                     self.grace - since, self.grace,
                     last.key if last else "none from this attempt",
                 )  # fmt: skip

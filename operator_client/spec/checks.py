@@ -414,6 +414,7 @@ def warnings(job: TrainingJob) -> list[FieldProblem]:
                 "is not used without GPUs",
             )
         )
+    found.extend(_estimate_too_long(job))
     notice = spec.spot_notice_seconds
     if notice is not None and spec.grace_seconds > notice:
         found.append(
@@ -425,6 +426,21 @@ def warnings(job: TrainingJob) -> list[FieldProblem]:
             )
         )
     return found
+
+
+def _estimate_too_long(job: TrainingJob) -> Iterator[FieldProblem]:
+    """Before any save is measured: the estimate from checkpoint.stateSize against what a
+    preempted pod gets (apply replaces it with the measured budget once there is one)."""
+    spec = job.spec
+    estimate, window = spec.save_estimate, spec.save_window_seconds
+    if estimate is None or estimate.emergency_save_s <= window:
+        return
+    what, advice = spec.short_window(estimate.auto_grace_seconds)
+    yield FieldProblem(
+        ("spec", "checkpoint", "stateSize"),
+        f"{estimate.words()}: more than {what}, so a preempted pod would not save and the "
+        f"work since the last checkpoint would be lost; {advice}",
+    )
 
 
 # The cross-field rules, each a named function, in the order their fields appear.

@@ -26,7 +26,8 @@ from pydantic.alias_generators import to_camel
 
 from ..contract import DEFAULT_BACKOFF_LIMIT
 from . import providers
-from .units import INT32_MAX, INT64_MAX, Duration, Every, Quantity
+from .save_estimate import SaveEstimate, estimate
+from .units import INT32_MAX, INT64_MAX, ByteSize, Duration, Every, Quantity
 from .urls import check_endpoint, check_store_url
 
 API_VERSION = "kctl-train/v1alpha1"
@@ -323,7 +324,8 @@ class FaultPolicy(_Model):
         description=(
             "Time between SIGTERM and SIGKILL: the emergency checkpoint must fit in it. auto: "
             "the spot notice of the node pool (nodePool.spot: 30s on GKE and AKS, 120s on EKS "
-            "and Karpenter), 120s elsewhere."
+            "and Karpenter); elsewhere 120s, or longer when checkpoint.stateSize says an "
+            "emergency save needs more (1.5 times the estimate)."
         ),
     )
 
@@ -373,6 +375,16 @@ class CheckpointPolicy(_Model):
         description=(
             "Checkpoints kept for their monitor value besides the newest keep (default 1 "
             "with a monitor)."
+        ),
+    )
+    state_size: ByteSize | None = Field(
+        None,
+        description=(
+            "The checkpoint's size, every rank's share together (model, optimizer and "
+            "loop state: about 16 bytes per parameter with Adam in fp32), e.g. 14Gi. "
+            "Before any save is measured it sizes the emergency save: "
+            "fault.terminationGracePeriod: auto grows to hold it, and validate warns when "
+            "a spot notice cannot. None: no estimate."
         ),
     )
 
@@ -497,17 +509,48 @@ class JobSpec(_Model):
         return providers.spot_notice_seconds(self.node_pool.preset, self.node_pool.spot is True)
 
     @property
+    def save_estimate(self) -> SaveEstimate | None:
+        """What an emergency save needs by estimate (checkpoint.stateSize over the fewest
+        nodes); None without a stateSize."""
+        size = self.checkpoint.state_size
+        if size is None:
+            return None
+        nodes = self.nodes.min if isinstance(self.nodes, NodeRange) else self.nodes
+        return estimate(int(size.value), nodes)
+
+    @property
     def grace_seconds(self) -> int:
         """The pods' terminationGracePeriodSeconds, `auto` resolved."""
-        return providers.grace_seconds(
-            self._grace, self.node_pool.preset, self.node_pool.spot is True
-        )
+        pool = self.node_pool
+        return providers.grace_seconds(self._grace, pool.preset, pool.spot is True, self._sized)
 
     @property
     def save_window_seconds(self) -> int:
         """SIGTERM to SIGKILL as a preempted pod will see it (providers.save_window_seconds)."""
         pool = self.node_pool
-        return providers.save_window_seconds(self._grace, pool.preset, pool.spot is True)
+        return providers.save_window_seconds(
+            self._grace, pool.preset, pool.spot is True, self._sized
+        )
+
+    def short_window(self, wanted: int) -> tuple[str, str]:
+        """For a warning that an emergency save does not fit: what bounds a preempted
+        pod's time (the spot notice or the grace period), and what to do, `wanted` being
+        the grace period that would hold the save."""
+        window = self.save_window_seconds
+        if self.spot_notice_seconds == window:
+            what = f"the {self.node_pool.preset} spot notice, {window}s"
+            longer = f"a pool without spot (nodePool.spot: false) and a grace of {wanted}s"
+        else:
+            what, longer = f"the {window}s grace period", f"a grace of at least {wanted}s"
+        return what, (
+            f"take {longer}, save less per pod (more nodes), take checkpoint.whenBusy: skip "
+            "(no save in flight to wait for), or save more often (less to lose)"
+        )
+
+    @property
+    def _sized(self) -> int | None:
+        found = self.save_estimate
+        return None if found is None else found.auto_grace_seconds
 
     @property
     def _grace(self) -> int | None:

@@ -1,5 +1,5 @@
 """What the cloud node-pool presets mean: node labels, spot capacity, and how long a spot
-node lives after its provider's notice (docs/PREEMPTION.md has the sources)."""
+node lives after its provider's notice (sources beside SPOT_NOTICE_SECONDS)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ SPOT_TAINTED = ("gke", "aks")
 
 # Seconds from a spot node's preemption notice to its end, whatever the pods' grace period:
 # GKE spot and Azure spot give 30 s (GKE's graceful node shutdown leaves pods about 15 s of
-# them), an EC2 spot interruption 2 minutes.
+# them), an EC2 spot interruption 2 minutes. Sources:
+# https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms,
+# https://learn.microsoft.com/azure/virtual-machines/spot-vms,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
 SPOT_NOTICE_SECONDS: dict[str, int] = {"gke": 30, "aks": 30, "eks": 120, "karpenter": 120}
 
 # terminationGracePeriod: auto where no provider limit bounds it.
@@ -46,17 +49,20 @@ def spot_notice_seconds(preset: str, spot: bool) -> int | None:
     return SPOT_NOTICE_SECONDS.get(preset) if spot else None
 
 
-def grace_seconds(grace: int | None, preset: str, spot: bool) -> int:
+def grace_seconds(grace: int | None, preset: str, spot: bool, sized: int | None = None) -> int:
     """The pods' terminationGracePeriodSeconds: `grace`, or for auto (None) the spot
-    notice where there is one, DEFAULT_GRACE_SECONDS elsewhere."""
+    notice where there is one, elsewhere DEFAULT_GRACE_SECONDS or `sized` (what the save
+    estimate asks for, save_estimate.py) where that is longer."""
     if grace is not None:
         return grace
-    return spot_notice_seconds(preset, spot) or DEFAULT_GRACE_SECONDS
+    return spot_notice_seconds(preset, spot) or max(DEFAULT_GRACE_SECONDS, sized or 0)
 
 
-def save_window_seconds(grace: int | None, preset: str, spot: bool) -> int:
+def save_window_seconds(
+    grace: int | None, preset: str, spot: bool, sized: int | None = None
+) -> int:
     """SIGTERM to SIGKILL as a preempted pod sees it: the grace period, cut to the spot
     notice on spot nodes (the node goes whatever the pod asked for)."""
-    seconds = grace_seconds(grace, preset, spot)
+    seconds = grace_seconds(grace, preset, spot, sized)
     notice = spot_notice_seconds(preset, spot)
     return seconds if notice is None else min(seconds, notice)

@@ -45,6 +45,9 @@ _SUFFIX = {
     "Ei": Decimal(2) ** 60,
 }
 
+# Whole bytes with an optional binary or decimal suffix.
+BYTES_PATTERN = r"^[0-9]+([KMGTPE]i|[kMGTPE])?$"
+
 EVERY_PATTERN = r"^(([0-9]+[smhd])+|[1-9][0-9]* ?steps?)$"
 
 # The API stores these as int32 (ttlSecondsAfterFinished, replicas) or int64 (deadlines,
@@ -174,6 +177,25 @@ class Quantity(_TextValue):
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
+        return cls(text, parse_quantity(text))
+
+
+@dataclass(frozen=True)
+class ByteSize(Quantity):
+    """A size in bytes written like ``14Gi``: whole numbers with a binary or decimal suffix
+    (the Helm chart computes with it in integers)."""
+
+    json_pattern: ClassVar[str] = BYTES_PATTERN
+    json_description: ClassVar[str] = "'14Gi', '800Mi' or '2T'"
+    accepts_numbers: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, text: str) -> ByteSize:
+        if not re.fullmatch(BYTES_PATTERN, text):
+            raise ValueError(
+                f"{text!r} is not a size in bytes: write a whole number with a suffix, "
+                f"like {cls.json_description} (1.5Gi is 1536Mi)"
+            )
         return cls(text, parse_quantity(text))
 
 

@@ -11,6 +11,28 @@ Seconds in a duration such as "90s", "1h30m" or "2d" (units.parse_duration).
 {{- end -}}
 
 {{/*
+Bytes in a size such as "14Gi" or "2T" (units.ByteSize: whole numbers, binary or decimal
+suffixes).
+*/}}
+{{- define "kctl-train.bytes" -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "P" 1000000000000000 "E" 1000000000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 -}}
+{{- $text := toString . -}}
+{{- $number := regexFind "^[0-9]+" $text -}}
+{{- mul (atoi $number) (get $units (trimPrefix $number $text)) -}}
+{{- end -}}
+
+{{/*
+terminationGracePeriod: auto sized from (list stateSize nodes): SaveEstimate.auto_grace_seconds
+in spec/save_estimate.py, the same integers (the share a pod writes in whole MiB, rounded up;
+100 MiB/s writes, 1024 MiB/s snapshots, 3 s to exit, times 1.5, rounded up).
+*/}}
+{{- define "kctl-train.auto-grace" -}}
+{{- $perPod := mul (index . 1) 1048576 -}}
+{{- $mib := div (add (include "kctl-train.bytes" (index . 0)) (sub $perPod 1)) $perPod -}}
+{{- div (add (mul 3 $mib 2148) 921600 204799) 204800 -}}
+{{- end -}}
+
+{{/*
 The job name and namespace: the values', else the release's.
 */}}
 {{- define "kctl-train.name" -}}
