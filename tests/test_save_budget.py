@@ -47,7 +47,7 @@ def test_the_budget_is_a_save_in_flight_then_one_more(
         (True, 30.0, 21.6, True, False, 0.0),  # the stop came late in the grace period
         (True, 30.0, 24.0, False, True, 0.0),  # ... but nothing was in flight: 6 s suffice
         (True, 5.0, 0.0, False, False, 0.0),
-        # After the epoch's validation (runtime/callbacks.validation_follows):
+        # After the epoch's validation (runtime/lightning_seams.validation_follows):
         (True, 30.0, 0.0, True, True, 21.5),
         (True, 30.0, 0.0, True, False, 21.6),
         (False, 30.0, 10.0, True, True, 20.0),  # no save measured: the validation fits

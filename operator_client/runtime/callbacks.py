@@ -28,6 +28,7 @@ from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
 from .checkpoint_format import RNG_KEY, restore_rng
 from .context import RuntimeConfigError, World
 from .event_log import EventLog
+from .lightning_seams import checkpoint_dict, validation_follows
 from .memory import pod_memory, staging_problem
 from .snapshot import Snapshotter
 from .trainer_status import TrainerStatusReporter
@@ -106,16 +107,6 @@ def commit_wait_over(
     Unknown (nothing measured yet): wait on, the agent's own timeout ends it."""
     signalled = latest_signal is not None and latest_signal > began
     return signalled and needed is not None and now - began >= needed
-
-
-def validation_follows(trainer: L.Trainer) -> bool:
-    """Whether Lightning validates after the training batch that just ended. A checkpoint
-    of that batch's end is resumed past the validation (the loop fast-forwards it, so the
-    epoch's validation outputs and monitored metric would never exist): such a save waits
-    for on_validation_end, the point Lightning's own ModelCheckpoint saves at. Lightning's
-    own predicate, as it alone knows every val_check_interval form."""
-    loop = trainer.fit_loop.epoch_loop
-    return bool(loop._should_check_val_fx(trainer.fit_loop._data_fetcher))
 
 
 class Preempted(Exception):
@@ -249,7 +240,7 @@ class CheckpointCallback(L.Callback):
             return False
         self.wait_began = time.monotonic()
         self.writer.wait(self._give_up)
-        checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+        checkpoint = checkpoint_dict(trainer)
         share = self.snapshotter.take(checkpoint, trainer.global_step, trainer.current_epoch)
         del checkpoint  # its tensors are live: only the copies leave this thread
         request = SaveRequest(
@@ -320,7 +311,7 @@ class CheckpointCallback(L.Callback):
         if not self.prepared and trainer.global_step > self.first_step:
             # The optimizer's state exists from its first step on: the buffers of every
             # later save can be made now, off the training thread, if the pod has room.
-            checkpoint = trainer._checkpoint_connector.dump_checkpoint(False)
+            checkpoint = checkpoint_dict(trainer)
             share = self.snapshotter.plan(checkpoint)
             problem = staging_problem(share, self.world.local_world_size, pod_memory())
             if problem:

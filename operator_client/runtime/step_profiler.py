@@ -101,7 +101,7 @@ class StepProfiler(Profiler):  # type: ignore[misc]
             self.count += 1
         elif EVAL_START in self.started:
             # Our hooks inside the validation's span (the outputs' commit at its epoch end;
-            # a save that waited for it, runtime/callbacks.validation_follows): counted
+            # a save that waited for it, runtime/lightning_seams.validation_follows): counted
             # once, as what they are.
             self.started[EVAL_START] += now - began
         elif kind == STALL and now - self.window_start >= events.WINDOW_SECONDS:

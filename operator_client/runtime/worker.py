@@ -239,6 +239,7 @@ def build_trainer(
     from lightning.pytorch.loggers import CSVLogger
     from lightning.pytorch.strategies import DDPStrategy
 
+    from . import lightning_seams
     from .checkpoint_io import ShardedCheckpointIO
 
     train = job.spec.train
@@ -257,10 +258,8 @@ def build_trainer(
         profiler=profiler,
         **train.trainer,
     )
-    # Lightning's SIGTERM handler broadcasts from inside the signal handler, which breaks
-    # gloo when ranks are signalled mid-collective; ours only sets a flag that the ranks
-    # agree on at a batch boundary (callbacks.AGREE_EVERY).
-    trainer._signal_connector.register_signal_handlers = lambda: None
+    lightning_seams.check(trainer)
+    lightning_seams.without_signal_handlers(trainer)  # ours: callbacks.AGREE_EVERY
     return trainer
 
 
