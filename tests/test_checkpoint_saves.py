@@ -29,11 +29,32 @@ from .test_runtime_e2e import job, logs, store_of
 pytest.importorskip("lightning", reason="the runtime extra (torch, lightning) is not installed")
 
 from operator_client.runtime import checkpoint_format
+from operator_client.runtime.rehearsal import UPLOAD_DELAY_ENV as UPLOAD_DELAY
+from operator_client.runtime.rehearsal import WRITE_DELAY_ENV as WRITE_DELAY
+from operator_client.runtime.rehearsal import save_delays
 
-WRITE_DELAY = "KCTL_TRAIN_CHECKPOINT_WRITE_DELAY"
-UPLOAD_DELAY = "KCTL_TRAIN_CHECKPOINT_UPLOAD_DELAY"
 # tests/stamp.py: 256 samples over 2 ranks in batches of 16 are 8 steps an epoch.
 EPOCH = 8
+
+
+@pytest.mark.parametrize(
+    ("env", "write", "upload"),
+    [
+        ({}, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),  # a production run: no wait
+        ({WRITE_DELAY: "0,2"}, [0.0, 2.0, 2.0], [0.0, 0.0, 0.0]),  # the last one repeats
+        ({UPLOAD_DELAY: "1.5"}, [0.0, 0.0, 0.0], [1.5, 1.5, 1.5]),
+    ],
+)
+def test_a_rehearsal_gives_each_save_its_waits_in_turn(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], write: list[float], upload: list[float]
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("operator_client.runtime.rehearsal.time.sleep", slept.append)
+    for delays, expected in zip(save_delays(env), (write, upload), strict=True):
+        slept.clear()
+        for _ in expected:
+            delays.wait()
+        assert slept == [s for s in expected if s], env
 
 
 def stamp_job(name: str, storage: str, *, steps: int, every: int, extra: str = "") -> Any:

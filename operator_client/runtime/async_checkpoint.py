@@ -5,19 +5,13 @@ Into a file:// store DCP writes straight to the checkpoint's directory (uncommit
 the manifest names the files); for any other store into the rank's scratch, then uploaded.
 The DCP planning and gathering run on a gloo group of their own, so they never interleave
 with the training thread's collectives.
-
-Two variables of a worker's environment rehearse slow saves while training goes on:
-KCTL_TRAIN_CHECKPOINT_WRITE_DELAY makes each save wait that many seconds before it writes
-(a slow disk: every rank's write waits, since DCP plans collectively), and
-KCTL_TRAIN_CHECKPOINT_UPLOAD_DELAY after it wrote, before its files go to the store (a
-slow store: the other ranks' parts arrive first). A comma-separated list gives each save
-its own (the last one repeats), e.g. `0,60`.
+Two hooks (WriterConfig's before_write and before_upload) let a rehearsal slow a save
+down at those points (rehearsal.py); they do nothing by default.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import threading
 import time
@@ -36,20 +30,6 @@ from .snapshot import Share
 
 log = logging.getLogger("kctl_train.checkpoints")
 WAIT_POLL = 0.2  # seconds between a waiter's questions whether to give a commit up
-WRITE_DELAY_ENV = "KCTL_TRAIN_CHECKPOINT_WRITE_DELAY"
-UPLOAD_DELAY_ENV = "KCTL_TRAIN_CHECKPOINT_UPLOAD_DELAY"
-
-
-class Delays:
-    """Seconds to wait at one point of each save (a rehearsal: none by default)."""
-
-    def __init__(self, variable: str) -> None:
-        self.left = [float(d) for d in (os.environ.get(variable) or "0").split(",")]
-
-    def wait(self) -> None:
-        seconds = self.left[0] if len(self.left) == 1 else self.left.pop(0)
-        if seconds:
-            time.sleep(seconds)
 
 
 @dataclass
@@ -73,6 +53,8 @@ class WriterConfig:
     keep: int
     group: Any = None  # the gloo group DCP plans and gathers on
     fence: Callable[[], None] = lambda: None
+    before_write: Callable[[], None] = lambda: None  # a rehearsal's wait (rehearsal.py)
+    before_upload: Callable[[], None] = lambda: None
     verified: checkpoints.Verified | None = None
     best: checkpoints.Best | None = None  # which checkpoints retention keeps for a metric
 
@@ -92,7 +74,6 @@ class CheckpointWriter:
 
     def __init__(self, config: WriterConfig) -> None:
         self.config = config
-        self.write_delay, self.upload_delay = Delays(WRITE_DELAY_ENV), Delays(UPLOAD_DELAY_ENV)
         self.last: checkpoints.Manifest | None = None
         self.error: Exception | None = None  # the newest save's failure, if it failed
         # Set when a newer attempt exists: training must stop (runinfo.Superseded).
@@ -173,7 +154,7 @@ class CheckpointWriter:
 
         config, share = self.config, request.share
         started = time.monotonic()
-        self.write_delay.wait()
+        config.before_write()
         in_place = config.store.local_path(checkpoints.checkpoint_key(share.step))
         if in_place is not None and config.rank not in config.writers:
             in_place = None  # its share is not one the commit takes: only scratch sees it
@@ -187,7 +168,7 @@ class CheckpointWriter:
             storage_writer=dcp.FileSystemWriter(str(local), sync_files=in_place is not None),
             process_group=config.group,
         )
-        self.upload_delay.wait()
+        config.before_upload()
         if config.rank in config.writers:
             # This rank's files: where DCP put the items of its share (and rank 0's metadata).
             names = {

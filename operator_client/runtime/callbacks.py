@@ -154,7 +154,10 @@ class CheckpointCallback(L.Callback):
         writers: list[int] | None = None,
         group: Any = None,
         events: EventLog | None = None,
+        save_waits: tuple[Callable[[], None], Callable[[], None]] | None = None,
     ) -> None:
+        """`save_waits`: a rehearsal's waits before each save's write and its upload
+        (rehearsal.py)."""
         self.job, self.run, self.scratch = job, run, scratch
         self.events = events  # rank 0 records what a SIGTERM did there (status says it)
         self.wait_began = 0.0  # when the training thread began waiting for a save (monotonic)
@@ -193,6 +196,11 @@ class CheckpointCallback(L.Callback):
                 group=group,
                 fence=run.fence,
                 verified=verified or checkpoints.Verified(run.store, scratch),
+                **(
+                    {"before_write": save_waits[0], "before_upload": save_waits[1]}
+                    if save_waits
+                    else {}
+                ),
             )
         )
 

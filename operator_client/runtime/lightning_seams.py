@@ -48,9 +48,7 @@ def check(trainer: Any) -> None:
 
 def checkpoint_dict(trainer: Any) -> dict[str, Any]:
     """The full checkpoint Lightning would save now, on this rank."""
-    checkpoint: dict[str, Any] = trainer._checkpoint_connector.dump_checkpoint(
-        weights_only=False
-    )
+    checkpoint: dict[str, Any] = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
     return checkpoint
 
 

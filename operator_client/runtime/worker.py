@@ -33,6 +33,7 @@ from ..spec.document import spec_document, spec_hash
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError, open_store
 from ..version import __version__
+from . import rehearsal
 from .context import RuntimeConfigError, World, job_from_env, run_store, scratch_dir
 from .event_log import EventLog
 from .gpu_monitor import GpuMonitor, nvml_sampler
@@ -379,9 +380,11 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     outputs = RankOutputs(scratch / "outputs", world.rank)
     activate(outputs)
     writers = list(range(world.world_size)) if start.shared else [0]
+    write, upload = rehearsal.save_delays(os.environ)
     saver = CheckpointCallback(
-        job, attempt, scratch, start.step, history, verified, writers, writing, events
-    )
+        job, attempt, scratch, start.step, history, verified, writers, writing, events,
+        save_waits=(write.wait, upload.wait),
+    )  # fmt: skip
     loggers = build_loggers(train.loggers or (), scratch, start.attempt)
     progress = ProgressCallback(world, start.step)
     callbacks = [
