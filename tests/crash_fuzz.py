@@ -60,9 +60,9 @@ from typing import Any
 from operator_client.contract import checkpoint_name
 from operator_client.render import render
 from operator_client.runstore import checkpoints
+from operator_client.runstore.location import run_root
 from operator_client.spec import load_job_text
 from operator_client.storage import ObjectStore, StoreError, open_store
-from operator_client.storage.open import run_root
 
 from .conftest import ROOT, job_yaml
 from .fault_proxy import FaultProxy

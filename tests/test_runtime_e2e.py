@@ -19,9 +19,10 @@ import pytest
 from operator_client.client.grace import grace_warning, measured_budget
 from operator_client.render import render
 from operator_client.runstore import checkpoint_log, checkpoints
+from operator_client.runstore.location import run_root
 from operator_client.spec import load_job_text
 from operator_client.spec.units import Duration
-from operator_client.storage import ObjectStore, open_store, run_root
+from operator_client.storage import ObjectStore, open_store
 
 from . import replicas as R
 from .conftest import job_yaml

@@ -311,7 +311,8 @@ class Client:
     ) -> Collected:
         """Collect a run straight from its storage URI (no job record needed);
         `checkpoint` as JobHandle.collect's."""
-        from ..storage import open_store, run_root
+        from ..runstore.location import run_root
+        from ..storage import open_store
 
         ns = self._namespace(namespace)
         store = open_store(run_root(uri, ns, name), endpoint=endpoint, concurrency=concurrency)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ..contract import DEFAULT_BACKOFF_LIMIT
 from . import trainjob as tj
 from .groups import Group, WorkloadError
 from .pod_validation import pod_spec_errors
@@ -35,8 +36,6 @@ STEP_CONTAINER = {TRAINER: tj.CONTAINER_NAME, DATASET: DATASET, MODEL: MODEL}
 INITIALIZER_KEY = {DATASET: "dataset", MODEL: "model"}
 # Trainer's torch plugin: the rendezvous port of every v2 release.
 TORCH_PORT = 29500
-# A Job's backoffLimit when its template gives none (Kubernetes' default).
-JOB_BACKOFF_LIMIT = 6
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ def build(
                 count=int(count),
                 template=pod,
                 restart_policy=pod_spec["restartPolicy"],
-                backoff_limit=JOB_BACKOFF_LIMIT if backoff is None else int(backoff),
+                backoff_limit=DEFAULT_BACKOFF_LIMIT if backoff is None else int(backoff),
                 container=container,
                 depends_on=tuple(
                     (d["name"], d.get("status", "Complete")) for d in rjob.get("dependsOn") or []

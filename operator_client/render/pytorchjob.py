@@ -22,9 +22,9 @@ from ..contract import (
 from ..kubeflow import pytorchjob as pj
 from ..kubeflow.security import container_security_context, pod_security_context
 from ..kubeflow.training_runtime import VOLUME_MOUNTS, pod_volumes
+from ..runstore.location import run_root
 from ..spec.document import canonical_json, nproc_per_node, spec_document, spec_hash
 from ..spec.model import TrainingJob
-from ..storage.open import run_root
 from .network import network_additions
 from .placement import node_selector, tolerations
 from .waivers import skip_annotations

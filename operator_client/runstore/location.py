@@ -11,7 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..storage import ObjectStore, open_store, run_root
+from ..errors import BadInput
+from ..spec.k8s_names import label_problem, subdomain_problem
+from ..storage import ObjectStore, open_store
+from ..storage.keys import join_key
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
@@ -29,6 +32,16 @@ def home() -> Path:
         return Path.home() / ".kctl-train"
     except RuntimeError:  # no $HOME and no passwd entry (an arbitrary container uid)
         return Path(tempfile.gettempdir()) / "kctl-train"
+
+
+def run_root(storage_uri: str, namespace: str, name: str) -> str:
+    """`<storage.uri>/<namespace>/<name>/`: where one job's objects live. BadInput for a
+    namespace or name the API server would refuse: only a valid one is one component of
+    the store's path (`collect ../../etc --from URI` reads nothing outside the store)."""
+    problem = label_problem(namespace, "namespace") or subdomain_problem(name, "job name")
+    if problem:
+        raise BadInput(problem)
+    return storage_uri.rstrip("/") + "/" + join_key(namespace, name) + "/"
 
 
 def default_store_uri() -> str:

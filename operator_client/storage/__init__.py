@@ -2,7 +2,7 @@
 
 from .base import ObjectInfo, ObjectStore, StoreError
 from .keys import UnsafeKeyError, join_key, safe_relative_path
-from .open import open_store, run_root
+from .open import open_store
 
 __all__ = [
     "ObjectInfo",
@@ -11,6 +11,5 @@ __all__ = [
     "UnsafeKeyError",
     "join_key",
     "open_store",
-    "run_root",
     "safe_relative_path",
 ]

@@ -1,23 +1,12 @@
-"""Open a store from a URI: the storage section of a job, or a run root."""
+"""Open a store from a URI: the storage section of a job, or a run root
+(runstore/location.py says where a run's root is)."""
 
 from __future__ import annotations
 
 from urllib.parse import urlparse
 
 from ..errors import BadInput
-from ..spec.k8s_names import label_problem, subdomain_problem
 from .base import ObjectStore, StoreError
-from .keys import join_key
-
-
-def run_root(storage_uri: str, namespace: str, name: str) -> str:
-    """`<storage.uri>/<namespace>/<name>/`: where one job's objects live. BadInput for a
-    namespace or name the API server would refuse: only a valid one is one component of
-    the store's path (`collect ../../etc --from URI` reads nothing outside the store)."""
-    problem = label_problem(namespace, "namespace") or subdomain_problem(name, "job name")
-    if problem:
-        raise BadInput(problem)
-    return storage_uri.rstrip("/") + "/" + join_key(namespace, name) + "/"
 
 
 def open_store(
