@@ -39,7 +39,7 @@ TORCH_PORT = 29500
 
 
 @dataclass(frozen=True)
-class Network:
+class JobSetNetwork:
     """JobSet's network: the headless Service (`subdomain`) and whether pods get DNS
     names from their hostnames at all."""
 
@@ -184,7 +184,7 @@ def api_errors(jobset: str, groups: Sequence[Group]) -> list[str]:
 
 def build(
     manifest: Mapping[str, Any], runtime: Mapping[str, Any]
-) -> tuple[tuple[Group, ...], Network]:
+) -> tuple[tuple[Group, ...], JobSetNetwork]:
     """The TrainJob's groups of pods in start order, and its network."""
     name = manifest["metadata"]["name"]
     spec = manifest["spec"]
@@ -209,7 +209,7 @@ def build(
     if problems:
         raise WorkloadError("; ".join(problems))
     network = (template.get("spec") or {}).get("network") or {}
-    net = Network(
+    net = JobSetNetwork(
         subdomain=network.get("subdomain") or name,
         dns_hostnames=network.get("enableDNSHostnames") is not False,
     )

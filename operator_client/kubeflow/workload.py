@@ -15,7 +15,7 @@ from . import trainjob as tj
 from .groups import Group, WorkloadError
 from .operator_env import operator_env
 from .pod_validation import pod_spec_errors
-from .trainjob_pods import Network, build, torch_env
+from .trainjob_pods import JobSetNetwork, build, torch_env
 
 __all__ = ["Group", "Workload", "WorkloadError", "workload_of"]
 
@@ -32,7 +32,7 @@ def _identity(host: str) -> str:
 class Workload:
     manifest: Mapping[str, Any]
     groups: tuple[Group, ...]  # in start order
-    network: Network | None = None  # a TrainJob's JobSet network
+    network: JobSetNetwork | None = None  # a TrainJob's JobSet network
 
     @property
     def kind(self) -> str:
