@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 # The trainer container: its program and what the renderer puts in its environment.
 RUNTIME_COMMAND = ("kctl-train-runtime",)
@@ -111,3 +111,14 @@ class Progress:
 # JobHandle.inject): SIGKILL every process; cut the network; add latency and loss; undo.
 KILL, PARTITION, SLOW, HEAL = "kill", "partition", "slow", "heal"
 FAULTS = (KILL, PARTITION, SLOW, HEAL)
+
+
+@dataclass(frozen=True)
+class ImageRoot:
+    """An image's root filesystem to run the replicas from, with the image's config: what
+    `kctl-train build` hands a local backend (Backend.use_image). Here, below both, so the
+    image builders need no backend to make one."""
+
+    path: str
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/"

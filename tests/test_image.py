@@ -19,8 +19,7 @@ import yaml
 
 from operator_client import Client
 from operator_client.backends.local import LocalBackend
-from operator_client.backends.types import ImageRoot
-from operator_client.contract import RUNTIME_COMMAND
+from operator_client.contract import RUNTIME_COMMAND, ImageRoot
 from operator_client.kubeflow.security import RUN_AS_GROUP, RUN_AS_USER
 
 from .conftest import ROOT

@@ -42,6 +42,7 @@ def test_the_tree_keeps_every_import_rule() -> None:
         ("collect/report.py", "from ..runtime import context", "Layers"),
         ("cli/output.py", "from ..backends.local import LocalBackend", "The CLI reaches"),
         ("client/jobs.py", "import kubernetes", "Only backends.kubernetes"),
+        ("image/builders.py", "from ..backends import types", "The image builders"),
     ],
 )
 def test_a_planted_violation_breaks_the_check(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..contract import (
     RUN_ROOT_ANNOTATION,
+    ImageRoot,
 )
 from ..errors import BackendError, BadInput, NoStorage
 from ..storage import ObjectStore, open_store
@@ -24,7 +25,6 @@ from .types import (
     Event,
     Fault,
     Finding,
-    ImageRoot,
     JobView,
     LogLine,
     Submitted,

@@ -36,17 +36,6 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class ImageRoot:
-    """An image's root filesystem to run the replicas from (None: this machine's root,
-    with the installed package standing in for the image), with the image's config:
-    what a local backend runs a built image from (Backend.use_image)."""
-
-    path: str
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str = "/"
-
-
-@dataclass(frozen=True)
 class Condition:
     """A job condition, as the operator writes them."""
 

@@ -10,7 +10,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..spec.save_estimate import SaveEstimate
 from .console import colour
 
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
@@ -19,6 +18,7 @@ GOODPUT_EVERY = 20.0  # seconds between reads of a followed job's goodput events
 if TYPE_CHECKING:
     from ..client import JobHandle, JobView
     from ..runstore.checkpoint_log import SaveBudget
+    from ..spec.save_estimate import SaveEstimate
 
 
 def _mib(n: float) -> str:
@@ -228,7 +228,7 @@ class GoodputPoller:
             save = ""
             if budget is not None:
                 has = f" of {window}s" if window is not None else ""
-                guess = " by estimate" if isinstance(budget, SaveEstimate) else ""
+                guess = "" if budget.measured else " by estimate"
                 save = f"emergency save {budget.emergency_save_s:.1f}s{guess}{has}"
             self.text = " · ".join(t for t in (goodput, save) if t) or self.text
         finally:

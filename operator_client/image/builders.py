@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..backends.types import ImageRoot
+from ..contract import ImageRoot
 from ..errors import BadInput, BuildError, NoBuilder
 from ..runstore.location import home
 from .registry import ImageRef, auth_files

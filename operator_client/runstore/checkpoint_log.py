@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..spec.save_estimate import MARGIN_SECONDS, against
 from ..storage import ObjectStore, StoreError
@@ -67,6 +67,7 @@ class SaveBudget:
     in_flight_s: float  # what a save already past its snapshot still needs (p95)
     size_bytes: int  # the newest save's size, every rank's share together
     emergency_save_s: float  # in_flight_s + save_s + MARGIN_SECONDS
+    measured: ClassVar[bool] = True  # save_estimate.SaveEstimate's is False
 
     def needed(self, in_flight: bool) -> float:
         """Seconds from the stop to the exit: the emergency save, after a save in flight

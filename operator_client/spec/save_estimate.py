@@ -10,6 +10,7 @@ templates (charts/kctl-train/templates/pytorchjob.yaml), and the two must agree 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 MIB = 2**20
 # Per pod, every rank of it together. Writing: an object-store upload from one node, on
@@ -28,6 +29,7 @@ class SaveEstimate:
     write, then the emergency save snapshots and writes, then the agent exits."""
 
     share_mib: int  # what one pod writes: the state over the fewest nodes, rounded up
+    measured: ClassVar[bool] = False  # checkpoint_log.SaveBudget's is True
 
     @property
     def in_flight_s(self) -> float:

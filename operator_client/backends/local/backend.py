@@ -21,7 +21,7 @@ from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...contract import Progress
+from ...contract import ImageRoot, Progress
 from ...errors import BadInput, ClusterError, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
@@ -39,7 +39,6 @@ from ..types import (
     Event,
     Fault,
     Finding,
-    ImageRoot,
     JobChanged,
     JobView,
     LogLine,

@@ -11,9 +11,9 @@ import socket
 from collections.abc import Mapping
 from dataclasses import asdict
 
+from ...contract import ImageRoot
 from ...kubeflow.lifecycle import ReplicaState
 from ...kubeflow.workload import Workload
-from ..types import ImageRoot
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, replica_command, replica_env
 from .pods_base import Launch, Pods, bindir

@@ -10,11 +10,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ....contract import HEAL, KILL, PARTITION, SLOW
+from ....contract import HEAL, KILL, PARTITION, SLOW, ImageRoot
 from ....kubeflow import lifecycle as lc
 from ....kubeflow.workload import Workload
 from ....runstore.location import home
-from ...types import Fault, ImageRoot, StorageLocation
+from ...types import Fault, StorageLocation
 from .. import file_store
 from ..jobdir import JobDir
 from ..local_env import replica_command, replica_env
