@@ -25,15 +25,13 @@ from ...contract import ImageRoot, Progress
 from ...errors import BadInput, ClusterError, JobNotFound, LocalJobError
 from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
-from ...kubeflow.kinds import Kind, kind_of
-from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.pod_manifests import pod_manifests
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore import resume_line
 from ...runstore.checkpoints import first_complete
 from ...runstore.location import home, store_for
-from ...storage import StoreError, open_store
+from ...storage import StoreError
 from ..base import Backend
 from ..types import (
     Event,
@@ -43,21 +41,20 @@ from ..types import (
     JobView,
     LogLine,
     ProgressReport,
-    Replica,
     StorageLocation,
     Submitted,
 )
-from ..views import conditions_of, new_events, pick, replica_count
-from . import chaos, file_store, pod_processes
-from .admission import admission_findings, level_of
-from .jobdir import JobDir, LocalReplica, write_json
+from ..views import new_events, pick
+from . import chaos
+from .admission import level_of
+from .jobdir import JobDir, write_json
 from .launch import load_mode, save_mode
-from .local_env import replica_command, replica_env
 from .logs import LogFollower
 from .logs import tail as tail_lines
-from .sandbox.relay import loopback_port
+from .orphans import kill_orphans
+from .preflight import claim_store, preflight
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
-from .supervisor import restart_delays
+from .view import view_of
 
 if TYPE_CHECKING:
     from ...spec.model import TrainingJob
@@ -65,8 +62,6 @@ if TYPE_CHECKING:
 # Inside the class, `list` is the Backend method.
 JobDirs = list[JobDir]
 
-# Each replica is a torchrun agent and its workers on this one machine.
-MAX_REPLICAS = 64
 POLL_SECONDS = 0.2
 
 
@@ -158,81 +153,16 @@ class LocalBackend(Backend):
             return [Finding("error", f"reading from the cluster of --context: {exc}")]
         except (WorkloadError, KeyError) as exc:
             return [Finding("error", f"the local backend cannot run this job: {exc}", True)]
-        bindir = Path(sys.executable).parent
-        count = workload.count
-        if count > MAX_REPLICAS:
-            return [
-                Finding(
-                    "error",
-                    f"{count} replicas: the local backend runs every replica on this machine "
-                    f"and takes at most {MAX_REPLICAS}; run it on a cluster, or lower spec.nodes",
-                    bad_input=True,
-                )
-            ]
-        # Here, not at the top: the pod description reads quantities with the spec's
-        # parser (pydantic), which the commands that only look at jobs never load.
-        from .sandbox.podspec import DEFAULT_UID, ephemeral_limit
-
-        findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
-        findings += admission_findings(workload, self.pod_security, DEFAULT_UID)
-        if workload.trainjob:
-            ref = manifest["spec"]["runtimeRef"]["name"]
-            given = "given with --runtime" if ref in self.runtimes else "built in"
-            given = "from the cluster" if f"{ref} (runtime)" in borrowed else given
-            groups = ", ".join(f"{g.type} ({g.count})" for g in workload.groups)
-            findings.append(
-                Finding("info", f"runtime: {ref} ({given}); replicated Jobs in order: {groups}")
-            )
-        too_many = _process_problem(workload)
-        if too_many:
-            findings.append(Finding("error", too_many, bad_input=True))
-        try:
-            restart_delays(env)
-        except ValueError as exc:
-            findings.append(Finding("error", str(exc), bad_input=True))
-        unfollowed = StorageLocation.problem(manifest)
-        if unfollowed:
-            findings.append(Finding("error", unfollowed, bad_input=True))
-        location = StorageLocation.of(manifest)
-        findings += _endpoint_findings(location)
-        stores = file_store.roots(location.root) if location else None
-        refused = file_store.store_problem(stores[0]) if stores else None
-        if refused:
-            findings.append(
-                Finding(
-                    "error",
-                    f"storage file://{stores[0] if stores else ''}: a local run cannot use "
-                    f"it: {refused} (or give --storage)",
-                    bad_input=True,
-                )
-            )
-        sandboxed = True
-        try:
-            mode = choose(self._requested(), location.endpoint if location else None)
-            sandboxed = mode.sandboxed
-            findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
-        except OSError as exc:
-            findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
-        findings += _volume_findings(workload, self.objects, sandboxed)
-        for group in workload.groups:
-            try:
-                ephemeral_limit(workload, group.type, env)
-            except ValueError as exc:
-                findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
-        for replica in lc.replicas_of(workload):
-            try:
-                replica_command(workload.container(replica.type), bindir)
-                replica_env(
-                    workload,
-                    replica,
-                    port=0,
-                    base=env,
-                    tmpdir=Path("/nonexistent"),
-                    objects=self.objects,
-                )
-            except (PodEnvError, WorkloadError) as exc:
-                findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
-        return findings
+        return preflight(
+            manifest,
+            workload,
+            borrowed=borrowed,
+            runtimes=self.runtimes,
+            objects=self.objects,
+            pod_security=self.pod_security,
+            requested=self._requested(),
+            env=env,
+        )
 
     def _borrow(self, manifest: Mapping[str, Any]) -> list[str]:
         """The TrainJob's runtime from the cluster, where neither given nor built in."""
@@ -303,7 +233,7 @@ class LocalBackend(Backend):
         resumes = _resume_step(manifest)  # before the new run starts to write
         # A supervisor that died (killed, say) may have left its replicas running: they
         # would train and write beside the new run. They end first.
-        left = _kill_orphans(job)
+        left = kill_orphans(job)
         if left:
             raise LocalJobError(
                 f"processes {left} of the earlier run of {namespace}/{name} still run and "
@@ -315,7 +245,7 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise LocalJobError(f"{exc}; run as processes with {MODE_ENV}=process") from None
         workload = workload_of(manifest, self.runtimes)
-        _claim_store(manifest, workload, mode.sandboxed)
+        claim_store(manifest, workload, mode.sandboxed)
         shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
@@ -371,56 +301,7 @@ class LocalBackend(Backend):
         runs_as: str | None = None,
         workload: Workload | None = None,
     ) -> JobView:
-        """The job from its files; `manifest`, `runs_as` and `workload` when the caller has
-        them (they never change for a job directory: watch and logs read them once)."""
-        manifest = manifest or job.manifest()
-        workload = workload or job.workload(manifest)
-        if runs_as is None:
-            runs_as = load_mode(job)[0].describe() if job.pods_file.is_file() else ""
-        body = job.status()
-        broken: str | None = None
-        try:
-            local = job.local_status(body)
-        except ValueError as exc:
-            local, broken = None, f"its status file is not one a supervisor writes ({exc})"
-        name, kind = manifest["metadata"]["name"], kind_of(manifest)
-        conditions = conditions_of(body)
-        # The supervisor's state machine says it for every kind (a TrainJob has no
-        # Created or Running condition).
-        state = local.state if local else lc.job_state(conditions)
-        message = (local.message if local else "") or (
-            conditions[-1].message if conditions else "the supervisor is starting"
-        )
-        alive = job.supervisor_alive()
-        if body and state not in lc.ENDED and not alive:
-            state, message = lc.UNKNOWN, f"the local supervisor died; see {job.supervisor_log}"
-        if broken:
-            state, message = lc.UNKNOWN, broken
-        replicas = (
-            local.replicas
-            if local
-            else tuple(
-                LocalReplica(r.name, r.type, r.index, r.phase) for r in lc.replicas_of(workload)
-            )
-        )
-        return JobView(
-            backend=self.name,
-            name=name,
-            namespace=manifest["metadata"].get("namespace", "default"),
-            state=state,
-            message=message,
-            conditions=conditions,
-            replicas=tuple(_replica(kind, name, r) for r in replicas),
-            nodes=replica_count(manifest, workload),
-            created=_mtime(job.manifest_file),
-            started=local.started if local else None,
-            completed=local.completed if local else None,
-            storage=StorageLocation.of(manifest),
-            ended=(state in lc.ENDED or state == lc.UNKNOWN) and not alive,
-            runs_as=runs_as,
-            raw={**manifest, "status": body.get("status", {}), "local": body.get("local", {})},
-            kind=kind.kind,
-        )
+        return view_of(job, self.name, manifest, runs_as, workload)
 
     # 6. watch
 
@@ -500,7 +381,7 @@ class LocalBackend(Backend):
             if not self._wait_stopped(job, 10):
                 raise LocalJobError(f"the supervisor of {job.path} does not exit; try again")
         if not job.supervisor_alive():
-            left = _kill_orphans(job)
+            left = kill_orphans(job)
             if left:
                 raise LocalJobError(f"processes {left} of {job.path} do not end on SIGKILL")
         shutil.rmtree(job.path)
@@ -549,132 +430,9 @@ class LocalBackend(Backend):
         return True
 
 
-# A torchrun agent or worker with torch imported holds at least this much memory: this
-# machine cannot run more processes than its available memory holds of them.
-PROCESS_MEMORY_FLOOR = 128 << 20
-
-
-def _available_memory() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -> list[Finding]:
-    """Volumes a local run cannot mount, or cannot mount this way (processes mount none)."""
-    from .sandbox.podspec import mounted_volumes
-
-    findings = []
-    for group in workload.groups:
-        try:
-            given = mounted_volumes(workload, group.type, objects)
-        except ValueError as exc:
-            findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
-            continue
-        targets = [v.target for v in given]
-        if targets and not sandboxed:
-            findings.append(
-                Finding(
-                    "error",
-                    f"{group.type}: volumes at {', '.join(targets)} need pod sandboxes (a plain "
-                    "process sees this machine's files, not the pod's volumes); run as root "
-                    f"without {MODE_ENV}=process",
-                    bad_input=True,
-                )
-            )
-    return findings
-
-
-def _endpoint_findings(location: StorageLocation | None) -> list[Finding]:
-    """An S3 endpoint on this machine's loopback is relayed into the pods only when it
-    answers as the job's store: the relay never opens a path to any other local port."""
-    if location is None or loopback_port(location.endpoint) is None:
-        return []
-    try:
-        open_store(location.root, endpoint=location.endpoint, region=location.region).probe()
-    except (StoreError, BadInput) as exc:
-        return [
-            Finding(
-                "error",
-                f"storage endpoint {location.endpoint}: it does not answer as the job's store "
-                f"({exc}); a local run relays pods only to a store that does",
-                bad_input=True,
-            )
-        ]
-    return []
-
-
-def _process_problem(workload: Workload) -> str | None:
-    """Why this machine cannot run the job's processes (None: it can): every replica is
-    a torchrun agent and its workers, all on this machine."""
-    total = 0
-    for group in workload.groups:
-        nproc = workload.operator_env(group.type, 0).get("PET_NPROC_PER_NODE", "1")
-        total += group.count * (1 + (int(nproc) if nproc.isdigit() else 1))
-    capacity = _available_memory() // PROCESS_MEMORY_FLOOR
-    if total > capacity:
-        return (
-            f"{total} processes (every replica's torchrun agent and its workers): this "
-            f"machine's available memory holds at most {capacity} of them "
-            f"({PROCESS_MEMORY_FLOOR >> 20} MiB each); lower spec.processesPerNode or "
-            "spec.nodes, or run it on a cluster"
-        )
-    return None
-
-
-def _claim_store(manifest: Mapping[str, Any], workload: Workload, sandboxed: bool) -> None:
-    """Make the job's file:// store one of kctl-train's, and in pod sandboxes its run
-    directory the pods' own (BadInput saying why not)."""
-    location = StorageLocation.of(manifest)
-    stores = file_store.roots(location.root) if location else None
-    if stores is None:
-        return
-    store, run = stores
-    try:
-        file_store.claim(store)
-        if sandboxed:
-            from .sandbox.podspec import identity
-            from .sandbox.userns import host_id
-
-            uid, gid, _ = identity(workload, workload.main.type)
-            file_store.run_directory(run, store, host_id(uid), host_id(gid))
-    except file_store.StoreRefused as exc:
-        raise BadInput(f"storage file://{store}: a local run cannot use it: {exc}") from None
-
-
 def _names(manifest: Mapping[str, Any]) -> tuple[str, str]:
     meta = manifest["metadata"]
     return meta.get("namespace", "default"), meta["name"]
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return None
-
-
-def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
-    problems: tuple[str, ...] = ()
-    if r.exit_code not in (None, 0):
-        why = f": {r.message}" if r.message else ""
-        problems = (f"exited with code {r.exit_code}{why}",)
-    return Replica(
-        name=r.name,
-        tag=kind.tag(job_name, r.name),
-        phase=r.phase,
-        restarts=r.restarts,
-        exit_code=r.exit_code,
-        problems=problems,
-        node=f"{r.address or 'localhost'} (pid {r.pid})" if r.pid else "-",
-        created=r.created,
-        scheduled=r.created,  # no scheduler: bound to this machine when made
-        started=r.first_started,
-    )
 
 
 def _resume_step(manifest: Mapping[str, Any]) -> int | None:
@@ -694,32 +452,3 @@ def _resume_step(manifest: Mapping[str, Any]) -> int | None:
     except (StoreError, resume_line.ResumeChoiceError):
         return None
     return found.step if found else None
-
-
-def _kill_orphans(job: JobDir) -> list[int]:
-    """Every process a dead supervisor left running (it was killed itself): each
-    replica's process group and every process carrying the job's marker, wherever it
-    re-parented. A group is only signalled while its leader still runs the replica's
-    program (PIDs are reused). Returns the PIDs still alive afterwards."""
-    try:
-        local = job.local_status()
-    except ValueError:
-        local = None
-    for replica in local.replicas if local else ():
-        pid = replica.pid
-        if not pid:
-            continue
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        try:
-            program = cmdline.read_bytes() if cmdline.parent.parent.is_dir() else b"kctl-train"
-            if b"kctl-train" not in program and b"operator_client" not in program:
-                continue  # the PID was reused by something else
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, FileNotFoundError):
-            continue
-    left = pod_processes.kill_all(pod_processes.job_prefix(job.path))
-    if load_mode(job)[0].sandboxed:
-        from .sandbox.pods import release_job
-
-        release_job(job.path, [r.name for r in lc.replicas_of(job.workload())])
-    return left
