@@ -572,7 +572,7 @@ def test_a_dry_run_with_o_name_prints_only_the_name(
 def test_a_pods_times_are_read_from_its_status() -> None:
     """When a pod was made, bound and its trainer container first started (not after a
     restart: the kubelet then keeps only the newest start)."""
-    from operator_client.backends.kubernetes.backend import _replica
+    from operator_client.backends.kubernetes.pod_view import replica_of as _replica
     from operator_client.kubeflow.kinds import PYTORCHJOB
 
     pod: dict[str, Any] = {
@@ -610,7 +610,7 @@ def test_image_pulls_are_read_from_the_kubelets_pulled_events() -> None:
     """The kubelet's words (pkg/kubelet/images/image_manager.go): what the pod waited,
     a serialized pull included; an image already present costs nothing; events of an
     earlier pod of the same name (another uid), or of other kinds, are not this pod's."""
-    from operator_client.backends.kubernetes.backend import go_duration, image_pull_seconds
+    from operator_client.backends.kubernetes.pod_view import go_duration, image_pull_seconds
 
     def pulled(uid: str, message: str, kind: str = "Pod") -> dict[str, Any]:
         involved = {"kind": kind, "name": "job-master-0", "uid": uid}

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import re
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...contract import Progress
@@ -38,6 +36,16 @@ from ..types import (
 )
 from ..views import conditions_of, new_events, pick, replica_count
 from .pod_reasons import pod_phase, pod_problems, restarts
+from .pod_view import (
+    epoch,
+    finished,
+    grace_of,
+    holding,
+    image_pull_seconds,
+    job_state_words,
+    replica_of,
+    terminating,
+)
 
 if TYPE_CHECKING:
     from .api import Api
@@ -108,25 +116,25 @@ class KubernetesBackend(Backend):
         namespace, name = meta["namespace"], meta["name"]
         kind = kind_of(manifest)
         before = self.api.find(namespace, name, (kind,))
-        state = _state(before)
-        terminating = before is not None and _terminating(before)
-        replaced = before is not None and _finished(before) and not terminating
+        state = job_state_words(before)
+        going = before is not None and terminating(before)
+        replaced = before is not None and finished(before) and not going
         first = (
-            "apply waits for it to go, then creates it anew" if terminating
+            "apply waits for it to go, then creates it anew" if going
             else "apply replaces it: deletes it (its pods first), then creates it anew"
         )  # fmt: skip
         if dry_run:
             result = self.api.apply(manifest, dry_run=True, force=force)
-            note = f"{state}: {first}" if terminating or replaced else None
+            note = f"{state}: {first}" if going or replaced else None
             return Submitted(None, "checked", result, dry_run=True, note=note)
         if replaced:
             self.say(f"{state}: replacing it (deleting it and its pods first)")
-            self._delete_and_wait(kind, namespace, name, _grace(manifest))
+            self._delete_and_wait(kind, namespace, name, grace_of(manifest))
             before = None
-        elif terminating:
+        elif going:
             assert before is not None
             self.say(f"{state}: waiting for it to go before applying")
-            self._wait_gone(kind, namespace, name, _grace(before))
+            self._wait_gone(kind, namespace, name, grace_of(before))
             before = None
         result = self.api.apply(manifest, force=force)
         rv = result.get("metadata", {}).get("resourceVersion")
@@ -159,11 +167,11 @@ class KubernetesBackend(Backend):
             if now > deadline:
                 raise ClusterError(
                     f"{kind.short}/{name} is still terminating after {grace + GONE_MARGIN:.0f}s "
-                    f"({_holding(obj, pods)}); kubectl get {kind.plural} {name} -o yaml and "
+                    f"({holding(obj, pods)}); kubectl get {kind.plural} {name} -o yaml and "
                     f"kubectl get pods -l {kind.job_label}={name} show what holds it"
                 )
             if now - said >= 10:
-                self.say(f"{kind.short}/{name} terminating: {_holding(obj, pods)}")
+                self.say(f"{kind.short}/{name} terminating: {holding(obj, pods)}")
                 said = now
             time.sleep(1)
 
@@ -228,13 +236,13 @@ class KubernetesBackend(Backend):
             message=message,
             conditions=conditions,
             replicas=tuple(
-                _replica(kind, meta["name"], p, (warnings or {}).get(p["metadata"]["name"], ()))
+                replica_of(kind, meta["name"], p, (warnings or {}).get(p["metadata"]["name"], ()))
                 for p in pods
             ),
             nodes=replica_count(obj),
-            created=_epoch(meta.get("creationTimestamp")),
-            started=_epoch(status.get("startTime", times[0])),
-            completed=_epoch(status.get("completionTime", times[1])),
+            created=epoch(meta.get("creationTimestamp")),
+            started=epoch(status.get("startTime", times[0])),
+            completed=epoch(status.get("completionTime", times[1])),
             storage=StorageLocation.of(obj),
             ended=state in lc.FINISHED,
             raw=obj if raw is None else raw,
@@ -254,7 +262,7 @@ class KubernetesBackend(Backend):
 
         def pump() -> None:
             try:
-                for obj in self.api.watch_job(kind, namespace, name, _finished):
+                for obj in self.api.watch_job(kind, namespace, name, finished):
                     updates.put(obj)
                     if done.is_set():
                         return
@@ -286,7 +294,7 @@ class KubernetesBackend(Backend):
                 if obj is None:
                     continue
                 now = time.monotonic()
-                if _finished(obj) or now - listed >= (PODS_EVERY if pods else 0.5):
+                if finished(obj) or now - listed >= (PODS_EVERY if pods else 0.5):
                     pods, listed = self._pods_or(pods, kind, namespace, name), now
                     warnings = self._warnings(namespace, pods)
                     problems = self._job_warnings(obj, pods)
@@ -428,7 +436,7 @@ class KubernetesBackend(Backend):
     def _running_pods(self, kind: Kind, namespace: str, name: str, replica: str | None) -> Replicas:
         deadline = time.monotonic() + PENDING_LOGS_TIMEOUT
         while True:
-            replicas = [_replica(kind, name, p) for p in self.api.pods(kind, namespace, name)]
+            replicas = [replica_of(kind, name, p) for p in self.api.pods(kind, namespace, name)]
             chosen = pick(replicas, replica)
             if chosen and all(r.phase != "Pending" for r in chosen):
                 return chosen
@@ -447,7 +455,7 @@ class KubernetesBackend(Backend):
             if current is None:
                 return None
             job = self.api.find(namespace, name, (kind,))
-            if job is None or _finished(job):
+            if job is None or finished(job):
                 return None
             if restarts(current) > seen and pod_phase(current) == "Running":
                 return restarts(current)
@@ -463,7 +471,7 @@ class KubernetesBackend(Backend):
             return False
         kind = kind_of(obj)
         if wait:
-            self._delete_and_wait(kind, namespace, name, _grace(obj))
+            self._delete_and_wait(kind, namespace, name, grace_of(obj))
             return True
         try:
             self.api.delete(kind, namespace, name)
@@ -475,134 +483,3 @@ class KubernetesBackend(Backend):
     def stop(self, namespace: str, name: str, *, force: bool = False) -> bool:
         """A cluster job runs on without its watcher."""
         return False
-
-
-def _finished(obj: Mapping[str, Any]) -> bool:
-    return lc.state_of(obj) in lc.FINISHED
-
-
-def _terminating(obj: Mapping[str, Any]) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
-
-
-def _state(obj: Mapping[str, Any] | None) -> str:
-    """The job as an apply finds it, in words."""
-    if obj is None:
-        return "no such job"
-    kind, name = kind_of(obj), obj["metadata"]["name"]
-    if _terminating(obj):
-        since = obj["metadata"]["deletionTimestamp"]
-        return f"{kind.short}/{name} is terminating (deleted at {since})"
-    return f"{kind.short}/{name} is {lc.state_of(obj)}"
-
-
-def _holding(obj: Mapping[str, Any] | None, pods: Pods) -> str:
-    """What keeps a terminating job: its finalizers (or that the job itself is gone) and
-    the pods still there."""
-    names = ", ".join(p["metadata"]["name"] for p in pods) or "none"
-    if obj is None:
-        return f"the job is gone; pods left: {names}"
-    finalizers = ", ".join(obj.get("metadata", {}).get("finalizers") or []) or "none"
-    return f"finalizers: {finalizers}; pods left: {names}"
-
-
-def _grace(obj: Mapping[str, Any]) -> int:
-    """The longest termination grace period of the job's pods (30 s, Kubernetes' default,
-    where the object does not say: a TrainJob's pods are its runtime's)."""
-    try:
-        return lc.Policy.from_manifest(obj).grace_seconds
-    except (ValueError, KeyError, TypeError):
-        return 30
-
-
-def _replica(
-    kind: Kind, job_name: str, pod: Mapping[str, Any], warnings: Sequence[str] = ()
-) -> Replica:
-    name = pod["metadata"]["name"]
-    return Replica(
-        name=name,
-        tag=kind.tag(job_name, name),
-        phase=pod_phase(pod),
-        restarts=restarts(pod),
-        exit_code=_exit_code(pod, kind.container),
-        problems=(*pod_problems(pod), *warnings),
-        node=pod.get("spec", {}).get("nodeName") or "-",
-        created=_epoch(pod["metadata"].get("creationTimestamp")),
-        scheduled=_epoch(_condition_time(pod, "PodScheduled")),
-        started=_first_start(pod, kind.container),
-    )
-
-
-# The kubelet's words (pkg/kubelet/images/image_manager.go): the second duration is what
-# the pod waited, a pull serialized behind others included.
-_PULLED = re.compile(r"Successfully pulled image .* in \S+ \((?P<waited>\S+) including waiting\)")
-_GO_DURATION = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>h|ms|us|µs|ns|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def go_duration(text: str) -> float | None:
-    """Seconds of a Go duration as Go prints one (`1m2.5s`, `512ms`), or None."""
-    parts = list(_GO_DURATION.finditer(text))
-    if not parts or "".join(p.group(0) for p in parts) != text:
-        return None
-    return sum(float(p["n"]) * _UNIT_SECONDS[p["unit"]] for p in parts)
-
-
-def image_pull_seconds(
-    events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
-) -> dict[str, float]:
-    """Seconds each pod waited for its images, from the kubelet's Pulled events of that
-    very pod (its uid: a pod of the same name before it keeps its events); an image that
-    was already present costs nothing."""
-    uids = {p["metadata"].get("uid"): p["metadata"]["name"] for p in pods}
-    waited: dict[str, float] = {}
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        pod = uids.get(involved.get("uid"))
-        if pod is None or involved.get("kind") != "Pod" or event.get("reason") != "Pulled":
-            continue
-        found = _PULLED.search(str(event.get("message", "")))
-        seconds = go_duration(found["waited"]) if found else 0.0
-        waited[pod] = waited.get(pod, 0.0) + (seconds or 0.0)
-    return waited
-
-
-def _condition_time(pod: Mapping[str, Any], kind: str) -> str | None:
-    """When the pod's condition of this type last became True."""
-    for cond in pod.get("status", {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            found = cond.get("lastTransitionTime")
-            return found if isinstance(found, str) else None
-    return None
-
-
-def _first_start(pod: Mapping[str, Any], container: str) -> float | None:
-    """When the trainer container first started: its current start while it has not
-    restarted (after a restart the kubelet keeps only the newest)."""
-    for cs in pod.get("status", {}).get("containerStatuses") or []:
-        if cs.get("name") != container or cs.get("restartCount"):
-            continue
-        for state in (cs.get("state") or {}).values():
-            if isinstance(state, dict) and isinstance(state.get("startedAt"), str):
-                return _epoch(state["startedAt"])
-    return None
-
-
-def _exit_code(pod: Mapping[str, Any], container: str) -> int | None:
-    """The trainer container's exit code, when it has ended (or ended before a restart)."""
-    for cs in pod.get("status", {}).get("containerStatuses", []):
-        if cs.get("name") != container:
-            continue
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
-            code = (state.get("terminated") or {}).get("exitCode")
-            if code is not None:
-                return int(code)
-    return None
-
-
-def _epoch(timestamp: str | None) -> float | None:
-    """Seconds since the epoch from an RFC 3339 time as the API writes it."""
-    if not timestamp:
-        return None
-    parsed = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")
-    return parsed.replace(tzinfo=timezone.utc).timestamp()
