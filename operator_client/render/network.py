@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..spec.model import Network
+from ..spec.placement import Network
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from pydantic import BaseModel, ValidationError
 from ..errors import EXIT_BAD_INPUT, KctlTrainError
 from ..untrusted import UntrustedFileError, read_bytes
 from .checks import FieldProblem, Loc, problems, warnings
+from .fields import control_character
 from .issues import SpecIssue
-from .model import TrainingJob, control_character
+from .model import TrainingJob
 
 # Guards against alias bombs ("billion laughs") and huge inputs: far above any real
 # job file, small enough that validating the largest input allowed takes well under 1 s.

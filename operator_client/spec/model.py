@@ -8,116 +8,39 @@ the field the user has to change.
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
-    JsonValue,
     Tag,
 )
-from pydantic.alias_generators import to_camel
 
 from ..contract import DEFAULT_BACKOFF_LIMIT
 from . import providers
+from .fields import (
+    DNS_1035,
+    DNS_1123_LABEL,
+    ENV_NAME,
+    IMPORT_PATH,
+    JsonArgs,
+    ProcessesPerNode,
+    SpecModel,
+    Text,
+    no_control,
+)
+from .placement import Network, NodePool, Resources, Scheduling
 from .save_estimate import SaveEstimate, estimate
-from .units import INT32_MAX, INT64_MAX, ByteSize, Duration, Every, Quantity
+from .units import INT32_MAX, INT64_MAX, ByteSize, Duration, Every
 from .urls import check_endpoint, check_store_url
 
 API_VERSION = "kctl-train/v1alpha1"
 KIND = "TrainingJob"
 
-DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# Lightning-style import path: "package.module:Class".
-IMPORT_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
-# Extended resource names such as nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb.
-RESOURCE_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
-
-def _scalar_to_str(value: Any) -> Any:
-    """Let `OMP_NUM_THREADS: 4` mean "4": Kubernetes wants strings, YAML gives numbers."""
-    if isinstance(value, bool):
-        raise ValueError(
-            f"quote the value: YAML reads it as the boolean {str(value).lower()}, not a string"
-        )
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
-
-
-# Control characters other than tab and newlines: a NUL cannot reach a process's
-# environment or arguments at all, the others only confuse logs and terminals.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def control_character(text: str) -> str | None:
-    """A description of the first control character in text, or None."""
-    found = _CONTROL.search(text)
-    return f"U+{ord(found.group()):04X} at offset {found.start()}" if found else None
-
-
-def _no_control(value: str) -> str:
-    problem = control_character(value)
-    if problem:
-        raise ValueError(f"contains a control character ({problem}); remove it")
-    return value
-
-
-Text = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_no_control)]
-
-
-def _finite(value: Any, path: str = "") -> Any:
-    """Refuse NaN and infinities anywhere in free-form JSON: JSON cannot carry them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        where = f" at {path}" if path else ""
-        raise ValueError(f"{value}{where} is not a finite number, which JSON cannot carry")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _finite(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _finite(item, f"{path}[{i}]")
-    return value
-
-
-# Free-form arguments that travel as JSON (the manifest, the pods' env).
-JsonArgs = Annotated[dict[str, JsonValue], AfterValidator(_finite)]
-
-
-def _check_processes(value: Any) -> Any:
-    # One clear message instead of one per member of the union below.
-    if value in ("auto", "detect") or (type(value) is int and 1 <= value <= INT32_MAX):
-        return value
-    raise ValueError(
-        f"expected 'auto', 'detect' or a whole number from 1 to {INT32_MAX}, got {value!r}"
-    )
-
-
-ProcessesPerNode = Annotated[Literal["auto", "detect"] | int, BeforeValidator(_check_processes)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        # Nested models are validated through TrainingJob's schema: building a validator
-        # for each of them at import would double the CLI's start-up time.
-        defer_build=True,
-        validate_default=False,
-    )
-
-
-class Metadata(_Model):
+class Metadata(SpecModel):
     name: Annotated[str, Field(pattern=DNS_1035, max_length=63)] = Field(
         description="Job name (DNS-1035). `<name>-worker-<max index>` must fit in 63 characters."
     )
@@ -128,7 +51,7 @@ class Metadata(_Model):
     annotations: dict[str, Text] = Field({}, description="Annotations added to the PyTorchJob.")
 
 
-class LightningPlugin(_Model):
+class LightningPlugin(SpecModel):
     """A Lightning logger or callback the runtime builds on every rank, beside its own."""
 
     class_: Annotated[str, Field(pattern=IMPORT_PATH)] = Field(
@@ -141,7 +64,7 @@ class LightningPlugin(_Model):
     args: JsonArgs = Field({}, description="Keyword arguments for the class.")
 
 
-class TrainSpec(_Model):
+class TrainSpec(SpecModel):
     """What the runtime fits: Lightning import paths (like LightningCLI) and their args."""
 
     model: Annotated[str, Field(pattern=IMPORT_PATH)] = Field(
@@ -185,7 +108,7 @@ class TrainSpec(_Model):
     )
 
 
-class NodeRange(_Model):
+class NodeRange(SpecModel):
     """An elastic node count: the job runs with any count from min to max."""
 
     min: Annotated[int, Field(ge=1, le=INT32_MAX)]
@@ -204,109 +127,7 @@ Nodes = Annotated[
 ]
 
 
-class Resources(_Model):
-    """Resources of one node (pod)."""
-
-    gpus: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
-        0, description="GPUs per node, requested as `gpuResource` in limits and requests."
-    )
-    gpu_resource: Annotated[str, Field(pattern=RESOURCE_NAME)] = Field(
-        "nvidia.com/gpu",
-        description=(
-            "Extended resource name: nvidia.com/gpu, amd.com/gpu, nvidia.com/mig-1g.10gb, ..."
-        ),
-    )
-    cpu: Quantity = Field(
-        Quantity.parse("2"),
-        description="CPU request per node (no CPU limit is set: limits throttle data loaders).",
-    )
-    memory: Quantity = Field(
-        Quantity.parse("8Gi"),
-        description="Memory request and limit per node (includes /dev/shm usage).",
-    )
-    shared_memory: Quantity = Field(
-        Quantity.parse("1Gi"),
-        description="Size limit of the memory-backed /dev/shm (DataLoader workers use it).",
-    )
-
-
-class NodePool(_Model):
-    """Where the pods run: a cloud preset plus raw scheduling constraints."""
-
-    preset: Literal["none", "gke", "eks", "aks", "karpenter", "gfd"] = Field(
-        "none", description="Maps `accelerator` and `pool` to the provider's node labels."
-    )
-    accelerator: str | None = Field(
-        None,
-        description="GPU model label value (gke, karpenter, gfd presets), e.g. nvidia-h100-80gb.",
-    )
-    pool: str | None = Field(
-        None, description="Node pool / node group name (gke, eks, aks, karpenter presets)."
-    )
-    node_selector: dict[str, Text] = Field(
-        {}, description="Extra nodeSelector entries (merged after the preset's)."
-    )
-    tolerations: list[Toleration] = Field(
-        [], description="Extra tolerations (added after the GPU and preset tolerations)."
-    )
-    affinity: JsonArgs = Field({}, description="Raw Kubernetes affinity, passed through unchanged.")
-    spot: bool | None = Field(
-        None,
-        description=(
-            "true: run on the preset's spot (preemptible) capacity: its spot node label is "
-            "selected (and its spot taint tolerated on GKE and AKS), and the provider's notice "
-            "bounds the time to save on preemption: 30s on GKE and AKS, 120s on EKS and "
-            "Karpenter (fault.terminationGracePeriod: auto takes it). Needs a cloud preset. "
-            "None or false: whatever capacity the pool has."
-        ),
-    )
-
-
-class Toleration(_Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] = "Equal"
-    value: Text | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: Annotated[int, Field(ge=0, le=INT64_MAX)] | None = None
-
-
-class Network(_Model):
-    """High-speed interconnect. Only these profiles add Linux capabilities (IPC_LOCK)."""
-
-    profile: Literal["none", "efa", "infiniband"] = Field(
-        "none",
-        description=(
-            "none: pod network only; efa: AWS Elastic Fabric Adapter; infiniband: RDMA devices."
-        ),
-    )
-    devices: Annotated[int, Field(ge=1, le=INT32_MAX)] = Field(
-        1, description="Interconnect devices per node (efa: e.g. 4 on p4d, 32 on p5)."
-    )
-    resource: Annotated[str, Field(pattern=RESOURCE_NAME)] | None = Field(
-        None,
-        description=(
-            "Device resource name; default vpc.amazonaws.com/efa or rdma/rdma_shared_device_a."
-        ),
-    )
-
-
-class Scheduling(_Model):
-    queue: Annotated[str, Field(pattern=DNS_1123_LABEL)] | None = Field(
-        None, description="Kueue LocalQueue name (label kueue.x-k8s.io/queue-name)."
-    )
-    priority_class_name: str | None = Field(
-        None, description="PriorityClass of the pods (and of the gang, when gang scheduling is on)."
-    )
-    gang: Literal["none", "volcano", "scheduler-plugins"] = Field(
-        "none",
-        description=(
-            "Gang scheduling through runPolicy.schedulingPolicy; the operator must run with --gang-"
-            "scheduler-name set to the same scheduler."
-        ),
-    )
-
-
-class FaultPolicy(_Model):
+class FaultPolicy(SpecModel):
     max_restarts: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         3, description="In-place restarts of the workers by the elastic agent on each node."
     )
@@ -330,7 +151,7 @@ class FaultPolicy(_Model):
     )
 
 
-class CheckpointPolicy(_Model):
+class CheckpointPolicy(SpecModel):
     every: Every = Field(
         Every.parse("30m"),
         description="Checkpoint interval: wall time ('30m') or steps ('500 steps').",
@@ -396,7 +217,7 @@ class CheckpointPolicy(_Model):
         return self.monitor, self.mode or "min", 1 if self.keep_best is None else self.keep_best
 
 
-class Storage(_Model):
+class Storage(SpecModel):
     """Object store for checkpoints and outputs. Credentials never appear inline."""
 
     uri: Annotated[
@@ -422,13 +243,13 @@ class Storage(_Model):
     )
 
 
-class Monitoring(_Model):
+class Monitoring(SpecModel):
     gpu_interval_seconds: Annotated[int, Field(ge=0, le=INT32_MAX)] = Field(
         10, description="Seconds between GPU samples on each node; 0 turns the monitor off."
     )
 
 
-class Cleanup(_Model):
+class Cleanup(SpecModel):
     pods: Literal["Running", "All", "None"] = Field(
         "Running",
         description=(
@@ -442,7 +263,7 @@ class Cleanup(_Model):
     )
 
 
-class JobSpec(_Model):
+class JobSpec(SpecModel):
     operator: Literal["pytorchjob", "trainjob"] = Field(
         "pytorchjob",
         description=(
@@ -456,7 +277,7 @@ class JobSpec(_Model):
         description="Trainer image (built from images/), optionally pinned with @sha256:..."
     )
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
-    image_pull_secrets: list[Annotated[str, Field(pattern=DNS_1123_LABEL)]] = []
+    image_pull_secrets: list[Annotated[str, Field(pattern=DNS_1123_LABEL)]] = Field([])
     service_account_name: str | None = Field(
         None,
         description="ServiceAccount of the pods (IRSA / workload identity for the object store).",
@@ -472,7 +293,7 @@ class JobSpec(_Model):
         None, description="Lightning import paths to fit; give either this or `command`."
     )
     command: (
-        Annotated[list[Annotated[str, AfterValidator(_no_control)]], Field(min_length=1)] | None
+        Annotated[list[Annotated[str, AfterValidator(no_control)]], Field(min_length=1)] | None
     ) = Field(
         None, description="A user command, still launched through the runtime's torchrun agent."
     )
@@ -558,7 +379,7 @@ class JobSpec(_Model):
         return None if grace == "auto" else grace.seconds
 
 
-class TrainingJob(_Model):
+class TrainingJob(SpecModel):
     """A distributed training job: one file, rendered to one Kubeflow PyTorchJob."""
 
     model_config = ConfigDict(title="TrainingJob", defer_build=False)
