@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from operator_client.kubeflow.pod_validation import pod_spec_errors
-from operator_client.kubeflow.trainjob_pods import env_var, runtime_errors
+from operator_client.kubeflow.trainjob_admission import runtime_errors
+from operator_client.kubeflow.trainjob_pods import env_var
 
 
 def pod(**container: Any) -> dict[str, Any]:
