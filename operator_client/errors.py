@@ -40,6 +40,11 @@ class LocalJobError(BackendError):
     """A local job cannot be submitted, found or stopped."""
 
 
+class RenderBug(KctlTrainError):
+    """kctl-train rendered a manifest the operator's webhook would refuse: a bug in
+    kctl-train, never in the job (report it, with the job file)."""
+
+
 class JobNotFound(KctlTrainError):
     """No job of that name in that namespace."""
 

@@ -267,3 +267,25 @@ def test_render_check_reports_drift_for_gitops(tmp_path: Path) -> None:
     assert "-    backoffLimit: 1\n+    backoffLimit: 6\n" in r.stdout
     assert "segmentation.yaml: missing" in r.stdout
     assert "old-job.yaml: not rendered by any of the job files" in r.stdout
+
+
+def test_a_rendered_job_the_operator_would_refuse_is_a_bug_said_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """render and apply share one admission check (render_admitted): a refusal is said as
+    kctl-train's bug, naming the file, exit 1, and nothing is printed or applied."""
+    from operator_client import Client
+    from operator_client.cli.main import main
+    from operator_client.errors import RenderBug
+    from operator_client.render import manifest
+
+    monkeypatch.setattr(manifest, "admission_errors", lambda m: ["spec.planted: refused"])
+    assert main(["render", QUICKSTART]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"{QUICKSTART}: internal error, the operator would reject the rendered job: " in err
+    assert "spec.planted: refused" in err and "a kctl-train bug" in err
+    with pytest.raises(RenderBug, match=r"spec\.planted: refused"):
+        Client("local").apply(QUICKSTART, dry_run="client")
+    with pytest.raises(RenderBug, match=r"spec\.planted: refused"):
+        Client("local").render(QUICKSTART)

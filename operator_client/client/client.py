@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import backend_for
 from ..backends.base import Backend
 from ..backends.types import BackendInfo, Finding, JobView
-from ..errors import BackendError, BadInput, JobNotFound, PreflightFailed
+from ..errors import BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
 from .collecting import Collected, collect_run, results_dir
 from .grace import ESTIMATE_PATH, grace_warning, measured_budget
@@ -88,10 +88,12 @@ class Client:
 
     def render(self, job: JobInput, *, operator: str | None = None) -> dict[str, Any]:
         """The job's manifest (pure: same job, same manifest): a PyTorchJob, or a TrainJob
-        for operator (or spec.operator) "trainjob"."""
-        from ..render import render
+        for operator (or spec.operator) "trainjob". RenderBug where the operator would
+        refuse it."""
+        from ..render import render_admitted
 
-        return render(load(job, operator=operator).job)
+        loaded = load(job, operator=operator)
+        return render_admitted(loaded.job, loaded.source)
 
     def apply(
         self,
@@ -115,7 +117,7 @@ class Client:
         replaces spec.operator (pytorchjob or trainjob). A TrainJob object (written by
         hand or by the Kubeflow SDK, as a file, text or dict) is applied as it is.
         PreflightFailed when checks find errors."""
-        from ..render import render
+        from ..render import render_admitted
 
         trainjob = trainjob_manifest(job)
         if trainjob is not None:
@@ -141,10 +143,7 @@ class Client:
             warnings = [w for w in warnings if w.path != ESTIMATE_PATH]
             if grace := grace_warning(prepared, measured, loaded.source):
                 warnings = [*warnings, grace]
-        manifest = render(prepared)
-        problems = admission_errors(manifest)
-        if problems:  # a renderer bug, never the user's
-            raise BackendError(f"internal error, the operator would reject the job: {problems}")
+        manifest = render_admitted(prepared, loaded.source)
         handle = JobHandle(
             self._backend,
             prepared.metadata.name,

@@ -11,16 +11,16 @@ from .output import to_json, to_yaml, to_yaml_stream
 
 if TYPE_CHECKING:
     from ..spec.document import spec_hash
-    from .manifest import render
+    from .manifest import render, render_admitted
 
-__all__ = ["render", "spec_hash", "to_json", "to_yaml", "to_yaml_stream"]
+__all__ = ["render", "render_admitted", "spec_hash", "to_json", "to_yaml", "to_yaml_stream"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "render":
-        from .manifest import render
+    if name in ("render", "render_admitted"):
+        from . import manifest
 
-        return render
+        return getattr(manifest, name)
     if name == "spec_hash":
         from ..spec.document import spec_hash
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import RenderBug
+from ..kubeflow.webhook import admission_errors
 from ..spec.model import TrainingJob
 from .pytorchjob import render_pytorchjob
 
@@ -16,3 +18,17 @@ def render(job: TrainingJob) -> dict[str, Any]:
 
         return render_trainjob(job)
     return render_pytorchjob(job)
+
+
+def render_admitted(job: TrainingJob, source: str = "") -> dict[str, Any]:
+    """render(job), checked against the operator's admission rules (kubeflow/webhook.py):
+    RenderBug, naming `source` (the job file), where they refuse it."""
+    manifest = render(job)
+    problems = admission_errors(manifest)
+    if problems:
+        where = f"{source}: " if source else ""
+        raise RenderBug(
+            f"{where}internal error, the operator would reject the rendered job: "
+            f"{'; '.join(problems)} (a kctl-train bug: please report it with the job file)"
+        )
+    return manifest
