@@ -1,11 +1,11 @@
 """Start-up cost of the CLI, as ratios to `python3 -c pass` measured side by side.
 
-Target (issues 2 and 14): `render`, `validate` and `apply --dry-run=client` at most 4x
-`python3 -c pass`; an import profile of `render` follows the ratios. Also measured
-(issue 5): `apply --dry-run=client`, and `status` against a loopback API server (the test
-fixture tests/fake_apiserver.py), which pays for the kubernetes client. Prints the ratios;
-it asserts nothing, since shared machines are noisy. Runs are interleaved so that load
-changes hit both sides alike, and the median of each side is compared.
+Targets (issue 32): `render`, `validate` and `apply --dry-run=client` at most 6x
+`python3 -c pass`, `status` (against a loopback API server, the test fixture
+tests/fake_apiserver.py, so it pays for the kubernetes client) at most 10x; an import
+profile of `render` follows the ratios. Prints the ratios; it asserts nothing, since shared
+machines are noisy. Runs are interleaved so that load changes hit both sides alike, and the
+median of each side is compared.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ COMMANDS = {
     "kctl-train apply --dry-run=client": [KCTL, "apply", QUICKSTART, "--dry-run=client"],
     "kctl-train status (loopback API)": [KCTL, "status", "quickstart"],
 }
+# Issue 32's ratios to `python3 -c pass`.
+TARGETS = {
+    "render quickstart": 6.0,
+    "validate quickstart": 6.0,
+    "apply --dry-run=client": 6.0,
+    "status (loopback API)": 10.0,
+}
 
 
 def main() -> None:
@@ -59,9 +66,10 @@ def main() -> None:
     for name, samples in times.items():
         median = statistics.median(samples)
         print(f"{name:34} {median * 1000:10.1f} {median / base:6.2f}x")
-    for name in ("render quickstart", "validate quickstart", "apply --dry-run=client"):
+    for name, target in TARGETS.items():
         ratio = statistics.median(times[f"kctl-train {name}"]) / base
-        print(f"{name} ratio {ratio:.2f}x (target <= 4x): {'met' if ratio <= 4 else 'NOT met'}")
+        met = "met" if ratio <= target else "NOT met"
+        print(f"{name} ratio {ratio:.2f}x (target <= {target:g}x): {met}")
     print()
     import_profile([KCTL, "render", QUICKSTART])
 
