@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import BadInput
+from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_objects import PodObjects
 from ...kubeflow.workload import Workload, workload_of
 from ...runstore.documents import Document
@@ -49,15 +50,10 @@ def write_json(path: Path, body: Any) -> None:
 
 @dataclass(frozen=True)
 class LocalReplica:
-    """One replica as the supervisor last saw it."""
+    """One replica as the supervisor last saw it: its state in the operator's state
+    machine (lifecycle.ReplicaState), and where it runs here."""
 
-    name: str
-    type: str
-    index: int
-    phase: str
-    restarts: int = 0
-    exit_code: int | None = None
-    message: str | None = None
+    state: lc.ReplicaState
     pid: int | None = None
     log: str = ""
     address: str | None = None  # in a pod sandbox: its address and network namespace
@@ -68,9 +64,10 @@ class LocalReplica:
     first_started: float | None = None
 
     def to_json(self) -> dict[str, Any]:
+        r = self.state
         body = {
-            "name": self.name, "type": self.type, "index": self.index, "phase": self.phase,
-            "restarts": self.restarts, "exitCode": self.exit_code, "message": self.message,
+            "name": r.name, "type": r.type, "index": r.index, "phase": r.phase,
+            "restarts": r.restarts, "exitCode": r.exit_code, "message": r.message,
             "pid": self.pid, "log": self.log,
         }  # fmt: skip
         if self.address is not None:
@@ -90,7 +87,7 @@ class LocalReplica:
         def optional_number(name: str) -> float | None:
             return doc.number(name) if doc.has(name) else None
 
-        return cls(
+        state = lc.ReplicaState(
             name=doc.text("name"),
             type=doc.text("type"),
             index=doc.count("index"),
@@ -98,6 +95,9 @@ class LocalReplica:
             restarts=doc.count("restarts"),
             exit_code=optional_count("exitCode"),
             message=optional_text("message"),
+        )
+        return cls(
+            state,
             pid=optional_count("pid"),
             log=doc.text("log") if doc.has("log") else "",
             address=optional_text("address"),

@@ -390,13 +390,7 @@ class Supervisor:
             completed=self.completed,
             replicas=tuple(
                 LocalReplica(
-                    name=r.name,
-                    type=r.type,
-                    index=r.index,
-                    phase=r.phase,
-                    restarts=r.restarts,
-                    exit_code=r.exit_code,
-                    message=r.message,
+                    r,
                     pid=self.procs[r.name].pid if r.name in self.procs else None,
                     log=str(self.job.log(r.name)),
                     address=pods.where(r.name)[0] if pods else None,

@@ -48,11 +48,7 @@ def view_of(
         state, message = lc.UNKNOWN, f"the local supervisor died; see {job.supervisor_log}"
     if broken:
         state, message = lc.UNKNOWN, broken
-    replicas = (
-        local.replicas
-        if local
-        else tuple(LocalReplica(r.name, r.type, r.index, r.phase) for r in lc.replicas_of(workload))
-    )
+    replicas = local.replicas if local else tuple(LocalReplica(r) for r in lc.replicas_of(workload))
     return JobView(
         backend=backend,
         name=name,
@@ -80,7 +76,8 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
+def _replica(kind: Kind, job_name: str, local: LocalReplica) -> Replica:
+    r = local.state
     problems: tuple[str, ...] = ()
     if r.exit_code not in (None, 0):
         why = f": {r.message}" if r.message else ""
@@ -92,8 +89,8 @@ def _replica(kind: Kind, job_name: str, r: LocalReplica) -> Replica:
         restarts=r.restarts,
         exit_code=r.exit_code,
         problems=problems,
-        node=f"{r.address or 'localhost'} (pid {r.pid})" if r.pid else "-",
-        created=r.created,
-        scheduled=r.created,  # no scheduler: bound to this machine when made
-        started=r.first_started,
+        node=f"{local.address or 'localhost'} (pid {local.pid})" if local.pid else "-",
+        created=local.created,
+        scheduled=local.created,  # no scheduler: bound to this machine when made
+        started=local.first_started,
     )
