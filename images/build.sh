@@ -20,7 +20,7 @@ else
         volumes+=(--volume "$path:$path:ro")
     done
     previous=$(buildah inspect --type image --format '{{.FromImageID}}' "$IMAGE" 2>/dev/null || true)
-    buildah bud --quiet --isolation chroot --network host --layers \
+    buildah bud --quiet --isolation chroot --network host --layers --force-rm \
         --build-arg "BASE=$BASE" "${volumes[@]}" \
         -f images/trainer/Dockerfile -t "$IMAGE" . >/dev/null
     # The image it replaces (1.6 GB): gone, unless a container still uses it.

@@ -65,7 +65,29 @@ def kctl(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def registry_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with test_registry.serve(tmp_path_factory.mktemp("registry")) as host:
-        yield host
+        try:
+            yield host
+        finally:
+            forget_images(host)
+
+
+def forget_images(host: str) -> None:
+    """Remove from buildah's store what the tests built for the registry at `host` and
+    the working containers the local backend kept to run them (each run has its own
+    port, so nothing of it is ever used again: left there, every run would add GBs)."""
+
+    def lines(*args: str) -> list[str]:
+        done = subprocess.run(["buildah", *args], capture_output=True, text=True)
+        return done.stdout.splitlines() if done.returncode == 0 else []
+
+    prefix = f"{host}/"
+    for line in lines("containers", "--format", "{{.ContainerName}} {{.ImageName}}"):
+        name, _, image = line.partition(" ")
+        if image.startswith(prefix):
+            subprocess.run(["buildah", "rm", name], capture_output=True)
+    for line in lines("images", "--format", "{{.Name}}:{{.Tag}}"):
+        if line.startswith(prefix):
+            subprocess.run(["buildah", "rmi", "--force", line], capture_output=True)
 
 
 def registry_digest(host: str, repository: str, tag: str) -> str:

@@ -167,6 +167,7 @@ class Buildah(Builder):
         mounts = [f"--volume={v}:{v}:ro" for v in volumes]
         return [
             "buildah", "bud", "--isolation", "chroot", "--network", "host", "--layers",
+            "--force-rm",  # a failed step's working container goes too
             *mounts, "-t", tag, str(context),
         ]  # fmt: skip
 
