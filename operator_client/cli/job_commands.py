@@ -1,4 +1,5 @@
-"""Commands that run jobs and fetch their results: apply, wait, collect, report, doctor.
+"""Commands that run and remove jobs and fetch their results: apply, wait, delete,
+collect, report, doctor, chaos.
 Each parses nothing and decides nothing about backends: it calls the Client and prints."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     BadInput,
+    JobNotFound,
     NoStorage,
     PreflightFailed,
 )
@@ -292,8 +294,27 @@ def chaos(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def delete(args: argparse.Namespace) -> int:
+    """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
+    client = client_for(args)
+    namespace, name = None, args.name  # None: the client's namespace
+    if args.filename is not None:
+        if args.name is not None:
+            raise BadInput("delete: the job's NAME or -f FILE, not both")
+        namespace, name = client.identity(args.filename)
+    elif args.name is None:
+        raise BadInput("delete: give the job's NAME, or -f job.yaml")
+    try:
+        kind = kind_of(client.get(name, namespace).kind)
+    except JobNotFound:
+        kind = kind_of({})  # delete says it is missing, or ignores it
+    if client.delete(name, namespace, wait=args.wait, missing_ok=args.ignore_not_found):
+        print(f"{kind.resource}/{name} deleted ({client.info.name})")
+    return EXIT_OK
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """apply, wait, collect, report, doctor, chaos"""
+    """apply, wait, delete, collect, report, doctor, chaos"""
     cmd = sub.add_parser(
         "apply",
         help="run a job; --wait follows it, then collects and reports",
@@ -363,6 +384,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmd.add_argument("--timeout", type=float, metavar="SECONDS")
     flags.collect_flags(cmd, "collect into DIR after success", renamed=True)
     cmd.set_defaults(handler=wait)
+
+    cmd = sub.add_parser(
+        "delete", help="stop a job and remove its record (stored checkpoints stay)"
+    )
+    cmd.add_argument("name", nargs="?", metavar="NAME")
+    cmd.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="the job a job file or TrainJob object names (its name and namespace), as "
+        "kubectl delete -f takes it",
+    )
+    flags.where(cmd)
+    cmd.add_argument("--ignore-not-found", action="store_true")
+    cmd.add_argument(
+        "--wait", action="store_true", help="cluster: return once the job and its pods are gone"
+    )
+    cmd.set_defaults(handler=delete)
 
     cmd = sub.add_parser(
         "collect",

@@ -1,13 +1,12 @@
-"""Commands that look at and remove jobs: status, goodput, list, logs, delete."""
+"""Commands that look at jobs: status, goodput, list, logs."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ..errors import EXIT_FAILED, EXIT_OK, BadInput, JobNotFound
+from ..errors import EXIT_FAILED, EXIT_OK
 from ..kubeflow import lifecycle as lc
-from ..kubeflow.kinds import kind_of
 from . import console, flags, output
 from .job_commands import backend_flag, client_for
 from .progress import store_lines
@@ -68,27 +67,8 @@ def logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def delete(args: argparse.Namespace) -> int:
-    """`kctl-train delete`: stop a job and remove its record (stored data stays)."""
-    client = client_for(args)
-    namespace, name = None, args.name  # None: the client's namespace
-    if args.filename is not None:
-        if args.name is not None:
-            raise BadInput("delete: the job's NAME or -f FILE, not both")
-        namespace, name = client.identity(args.filename)
-    elif args.name is None:
-        raise BadInput("delete: give the job's NAME, or -f job.yaml")
-    try:
-        kind = kind_of(client.get(name, namespace).kind)
-    except JobNotFound:
-        kind = kind_of({})  # delete says it is missing, or ignores it
-    if client.delete(name, namespace, wait=args.wait, missing_ok=args.ignore_not_found):
-        print(f"{kind.resource}/{name} deleted ({client.info.name})")
-    return EXIT_OK
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """status, goodput, list, logs, delete"""
+    """status, goodput, list, logs"""
     cmd = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
     cmd.add_argument("name", nargs="?", metavar="NAME")
     flags.where(cmd)
@@ -124,21 +104,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--previous", action="store_true", help="the previous container's log (cluster)"
     )
     cmd.set_defaults(handler=logs)
-
-    cmd = sub.add_parser(
-        "delete", help="stop a job and remove its record (stored checkpoints stay)"
-    )
-    cmd.add_argument("name", nargs="?", metavar="NAME")
-    cmd.add_argument(
-        "-f",
-        "--filename",
-        metavar="FILE",
-        help="the job a job file or TrainJob object names (its name and namespace), as "
-        "kubectl delete -f takes it",
-    )
-    flags.where(cmd)
-    cmd.add_argument("--ignore-not-found", action="store_true")
-    cmd.add_argument(
-        "--wait", action="store_true", help="cluster: return once the job and its pods are gone"
-    )
-    cmd.set_defaults(handler=delete)
