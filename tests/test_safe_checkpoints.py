@@ -17,7 +17,8 @@ from operator_client.collect.collect import CollectError
 torch = pytest.importorskip("torch", reason="the runtime extra (torch) is not installed")
 import torch.distributed.checkpoint as dcp  # noqa: E402 - needs torch
 
-from operator_client.client.collecting import _consolidate  # noqa: E402
+from operator_client.client.collecting import consolidate_with_torch  # noqa: E402
+from operator_client.collect.results import consolidate_all  # noqa: E402
 from operator_client.runtime import checkpoint_format as cf  # noqa: E402
 from operator_client.runtime.snapshot import Snapshotter  # noqa: E402
 
@@ -103,7 +104,7 @@ def test_collect_consolidate_names_the_forged_checkpoint(tmp_path: Path) -> None
     forge(directory, "metadata", canary)
     summary = {"checkpoints": [{"path": "checkpoints/step-7", "format": "dcp"}]}
     with pytest.raises(CollectError, match=r"--consolidate: .*step-7: its .metadata names "):
-        _consolidate(tmp_path, summary)
+        consolidate_all(tmp_path, summary, consolidate_with_torch)
     assert not canary.exists()
     assert not (directory / "model.ckpt").exists()
 

@@ -133,7 +133,7 @@ def apply(args: argparse.Namespace) -> int:
         return EXIT_OK
     collect_to = args.to
     if collect_to is None and client.info.store_reachable and not args.no_collect:
-        from ..client.collecting import results_dir
+        from ..collect.results import results_dir
 
         collect_to = str(results_dir(handle.name))
     return _follow_and_collect(
@@ -238,8 +238,8 @@ def collect_cmd(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """`kctl-train report`: rebuild and print the report of a collected directory."""
-    from ..client.collecting import results_dir
     from ..collect.report import write
+    from ..collect.results import results_dir
 
     target = Path(args.target)
     directory = target if target.is_dir() else results_dir(args.target)

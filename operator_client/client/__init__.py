@@ -14,8 +14,8 @@ from ..backends.types import (
     ReplicaNote,
     Submitted,
 )
+from ..collect.results import Collected
 from .client import Client
-from .collecting import Collected
 from .failure import FailureReport
 from .handle import JobHandle
 

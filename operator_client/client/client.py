@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from ..backends import backend_for
 from ..backends.base import Backend
 from ..backends.types import BackendInfo, Finding, JobView
+from ..collect.results import Collected, collect_run, results_dir
 from ..errors import BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
-from .collecting import Collected, collect_run, results_dir
+from .collecting import consolidate_with_torch
 from .grace import ESTIMATE_PATH, grace_warning, measured_budget
 from .handle import JobHandle
 from .jobs import load, object_in_namespace, trainjob_manifest, with_namespace
@@ -322,7 +323,7 @@ class Client:
             job,
             all_checkpoints=all_checkpoints,
             checkpoint=checkpoint,
-            consolidate=consolidate,
+            consolidate=consolidate_with_torch if consolidate else None,
             concurrency=concurrency,
             progress=progress,
         )

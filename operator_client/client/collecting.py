@@ -1,81 +1,18 @@
-"""Collect a run's store into a directory and write its report: what `handle.collect()`
-and `kctl-train collect` do, whichever backend ran the job."""
+"""The one piece of collecting that needs torch, given to collect/results.py: a sharded
+checkpoint consolidated into one file (runtime/checkpoint_format.py, which refuses what a
+pod could have forged)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..collect.collect import CollectError
 from ..errors import BadInput
-from ..runstore.checkpoints import DCP, MODEL_FILE
-from ..runstore.goodput import PodTimes
-from ..storage import ObjectStore
-
-# Where a job's results go when no directory is given (relative to the working directory).
-RESULTS = Path("results")
 
 
-def results_dir(name: str) -> Path:
-    """The default directory of a job's collected results: results/<name>/."""
-    return RESULTS / name
-
-
-@dataclass(frozen=True)
-class Collected:
-    """Where the results went, the summary's problems (empty: complete and verified),
-    and the report's text."""
-
-    dest: Path
-    problems: list[str]
-    report: str
-    summary: Mapping[str, Any]
-
-
-def collect_run(
-    store: ObjectStore,
-    dest: Path,
-    job: Mapping[str, Any],
-    *,
-    all_checkpoints: bool = False,
-    checkpoint: str = "last",
-    consolidate: bool = False,
-    concurrency: int = 16,
-    progress: Any = None,
-    pods: Sequence[PodTimes] = (),
-) -> Collected:
-    """Download the run's committed objects into dest (verified, resumable), then write
-    summary.json, report.png and report.txt. `job` describes the job in the summary;
-    `pods`, when its pods made, bound and started (for the goodput account).
-    `consolidate`: each sharded checkpoint collected is also written as one model.ckpt."""
-    from ..collect.collect import SUMMARY, collect
-    from ..collect.report import write
-
-    result = collect(
-        store,
-        dest,
-        all_checkpoints=all_checkpoints,
-        checkpoint=checkpoint,
-        concurrency=concurrency,
-        progress=progress,
-        describe={"job": dict(job)},
-        pods=pods,
-    )
-    if consolidate:
-        _consolidate(dest, result.summary)
-        (dest / SUMMARY).write_text(json.dumps(result.summary, indent=2, sort_keys=True) + "\n")
-    _, _, txt = write(dest)
-    return Collected(dest, list(result.problems), txt.read_text(), result.summary)
-
-
-def _consolidate(dest: Path, summary: Mapping[str, Any]) -> None:
-    """Each collected sharded checkpoint also as one file any Lightning loads."""
-    sharded = [c for c in summary["checkpoints"] if c.get("format") == DCP]
-    if not sharded:
-        return
+def consolidate_with_torch(directory: Path, target: Path) -> Path:
+    """The sharded checkpoint in `directory` as the one file `target`. BadInput without
+    torch; CollectError, naming it, for a checkpoint that is not safe to read."""
     try:
         from ..runtime.checkpoint_format import UnsafeCheckpoint, consolidate
     except ImportError:
@@ -83,9 +20,7 @@ def _consolidate(dest: Path, summary: Mapping[str, Any]) -> None:
             "--consolidate reads the checkpoint with torch, which is not installed here: "
             "pip install 'kctl-train[runtime]'"
         ) from None
-    for entry in sharded:
-        try:
-            target = consolidate(dest / entry["path"], dest / entry["path"] / MODEL_FILE)
-        except UnsafeCheckpoint as exc:
-            raise CollectError(f"--consolidate: {dest / entry['path']}: {exc}") from None
-        entry["consolidated"] = str(target.relative_to(dest))
+    try:
+        return consolidate(directory, target)
+    except UnsafeCheckpoint as exc:
+        raise CollectError(f"--consolidate: {directory}: {exc}") from None

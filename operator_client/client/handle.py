@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend
 from ..backends.types import Event, Fault, Finding, JobChanged, JobView, LogLine, Submitted
+from ..collect.results import Collected, collect_run, results_dir
 from ..contract import FAULTS
 from ..errors import BadInput, JobNotFound, WaitTimeout
 from ..kubeflow.kinds import kind_of
 from ..runstore import checkpoint_log, events
 from ..runstore.checkpoint_log import SaveBudget
 from ..runstore.goodput import Account, PodTimes, account
-from .collecting import Collected, collect_run, results_dir
+from .collecting import consolidate_with_torch
 from .failure import FailureReport, failure_report
 
 
@@ -131,7 +132,7 @@ class JobHandle:
             job,
             all_checkpoints=all_checkpoints,
             checkpoint=checkpoint,
-            consolidate=consolidate,
+            consolidate=consolidate_with_torch if consolidate else None,
             concurrency=concurrency,
             progress=progress,
             pods=pod_times(view, self._backend.image_pulls(view)),
