@@ -10,15 +10,15 @@ from ..errors import KctlTrainError
 from ..runstore import checkpoint_log
 from ..runstore.location import store_for
 from ..spec.issues import SpecIssue
-from ..spec.save_estimate import MARGIN_SECONDS
+from ..spec.save_estimate import MARGIN_SECONDS, STATE_SIZE_FIELD
 from ..storage import StoreError
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
 
 
-# The path of validate's estimate (spec/checks.py), which a measured budget replaces.
-ESTIMATE_PATH = "spec.checkpoint.stateSize"
+# The path of validate's estimate warning, which a measured budget replaces.
+ESTIMATE_PATH = ".".join(STATE_SIZE_FIELD)
 
 
 def measured_budget(job: TrainingJob) -> checkpoint_log.SaveBudget | None:

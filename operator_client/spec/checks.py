@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from . import k8s_names
 from .model import NodeRange, TrainingJob
 from .providers import PRESET_LABELS, SPOT_LABELS
+from .save_estimate import STATE_SIZE_FIELD
 from .urls import CHECKPOINT_URI_SCHEMES, credentials_problem, path_problem
 
 Loc = tuple[str | int, ...]
@@ -437,7 +438,7 @@ def _estimate_too_long(job: TrainingJob) -> Iterator[FieldProblem]:
         return
     what, advice = spec.short_window(estimate.auto_grace_seconds)
     yield FieldProblem(
-        ("spec", "checkpoint", "stateSize"),
+        STATE_SIZE_FIELD,
         f"{estimate.words()}: more than {what}, so a preempted pod would not save and the "
         f"work since the last checkpoint would be lost; {advice}",
     )

@@ -4,6 +4,7 @@ and the backends (none of which imports another for them)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from decimal import Decimal
@@ -45,8 +46,6 @@ class NotRenderedError(ValueError):
 def job_of(manifest: dict[str, Any]) -> TrainingJob:
     """The TrainingJob a rendered PyTorchJob carries in its trainer containers (a
     TrainJob: in `trainer.env`)."""
-    from .model import TrainingJob  # pydantic: only paid by the callers that parse a job
-
     spec = manifest.get("spec", {})
     envs = [(spec.get("trainer") or {}).get("env") or []]
     for replica in (spec.get("pytorchReplicaSpecs") or {}).values():
@@ -54,11 +53,20 @@ def job_of(manifest: dict[str, Any]) -> TrainingJob:
     for env in envs:
         for item in env:
             if item.get("name") == SPEC_ENV and "value" in item:
-                return TrainingJob.model_validate_json(item["value"])
+                return _parsed(item["value"])
     raise NotRenderedError(
         f"{str(manifest.get('kind', 'job')).lower()}/{manifest['metadata']['name']} was not "
         f"rendered by kctl-train (no {SPEC_ENV} in its trainer's env)"
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str) -> TrainingJob:
+    """The job of a spec JSON, parsed once: a followed job's view asks for it again and
+    again (its save window, its estimate), and a TrainingJob is immutable."""
+    from .model import TrainingJob  # pydantic: only paid by the callers that parse a job
+
+    return TrainingJob.model_validate_json(text)
 
 
 def _go_string(text: str) -> str:

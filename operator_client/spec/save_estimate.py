@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 MIB = 2**20
+# The field the estimate comes from: validate's warning points at it, and apply drops that
+# warning once a save is measured (client/grace.py).
+STATE_SIZE_FIELD = ("spec", "checkpoint", "stateSize")
 # Per pod, every rank of it together. Writing: an object-store upload from one node, on
 # the cautious side of what S3 and GCS give a single client (a local disk is faster).
 WRITE_MIB_PER_S = 100

@@ -37,6 +37,7 @@ from ..types import (
 from ..views import conditions_of, new_events, pick, replica_count
 from .pod_reasons import pod_phase, pod_problems, restarts
 from .pod_view import (
+    Pods,
     epoch,
     finished,
     grace_of,
@@ -50,8 +51,7 @@ from .pod_view import (
 if TYPE_CHECKING:
     from .api import Api
 
-# Aliases: inside the class, `list` is the Backend method.
-Pods = list[dict[str, Any]]
+# Aliases (Pods too, from pod_view): inside the class, `list` is the Backend method.
 Replicas = list[Replica]
 Warnings = dict[str, list[str]]  # a Pending pod's Warning events, by pod
 
