@@ -33,9 +33,9 @@ class Replica:
         return self.log.read_text(errors="replace")
 
 
-# A Lightning worker is forked from its agent's forkserver (runtime/main.py): its command
-# line is the forkserver's, which names the modules it preloads.
-FORKSERVER = b"multiprocessing.forkserver"
+# A Lightning worker is forked from its agent (runtime/main.py): its command line is the
+# agent's, the runtime's entry point.
+RUNTIME = b"kctl-train-runtime"
 
 # Rewrites a replica's environment (replica, env, rendezvous port): another operator's
 # variables in place of the training-operator's.
@@ -127,16 +127,17 @@ def processes() -> dict[int, tuple[int, bytes]]:
 
 
 def is_worker(pid: int, table: dict[int, tuple[int, bytes]]) -> bool:
-    """Whether `pid` (in a processes() table) is a torchrun worker: a child of a
-    forkserver (the forkserver itself is the agent's child)."""
-    parent = table[pid][0]
-    return FORKSERVER in table[pid][1] and parent in table and FORKSERVER in table[parent][1]
+    """Whether `pid` (in a processes() table) is a torchrun worker: a fork of the
+    runtime's agent, so a child with its parent's command line."""
+    parent, command = table[pid]
+    return RUNTIME in command and parent in table and table[parent][1] == command
 
 
 def worker_pids(replica: Replica) -> list[int]:
     """PIDs of the torchrun worker processes under one replica's agent."""
     table = processes()
-    servers = [pid for pid, (parent, _) in table.items() if parent == replica.process.pid]
     return [
-        pid for pid, (parent, _) in table.items() if parent in servers and is_worker(pid, table)
+        pid
+        for pid, (parent, _) in table.items()
+        if parent == replica.process.pid and is_worker(pid, table)
     ]

@@ -3,8 +3,8 @@
 Discovers the rank environment the operator injected, then runs torchrun's elastic agent
 in-process with the computed options; the agent starts the workers (the Lightning fit, or
 the user's command) and restarts them in place up to maxRestarts times. Lightning workers
-are forked from a server that imported torch and Lightning once per pod (WORKER_PRELOAD),
-so a worker restarted in place trains again without importing them anew.
+are forked from the agent, which imported torch and Lightning once per pod before any
+thread started (WORKER_PRELOAD), so a worker (re)started trains without importing them.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("kctl_train.runtime")
 WORKER_MODULE = "operator_client.runtime.worker"
 # What a Lightning worker imports before its first step: ~5 s of CPU on every start, paid
-# once per pod by the forkserver the workers are forked from (its imports run beside the
-# agent's own); a missing module is left to the worker to report.
+# once per pod by the agent the workers are forked from. (A forkserver would import torch a
+# second time beside the agent's own: 2.3 s more CPU per pod, which is what a new pod's
+# recovery waited for on a busy node.) A missing module is left to the worker to report.
 WORKER_PRELOAD = ("torch", "lightning", WORKER_MODULE)
 
 
@@ -42,15 +43,15 @@ def gpu_count() -> int:
 
 def torchrun_argv(plan: LaunchPlan, command: Sequence[str] | None) -> list[str]:
     """torchrun's full argument list: the plan's options, then the entry point (the
-    Lightning worker is forked from the forkserver: launch())."""
+    Lightning worker is forked from the agent: launch())."""
     if command:
         return [*plan.torchrun_args(), "--no-python", *command]
-    return [*plan.torchrun_args(), "--start-method=forkserver", "-m", WORKER_MODULE]
+    return [*plan.torchrun_args(), "--start-method=fork", "-m", WORKER_MODULE]
 
 
 def agent_env(job: TrainingJob, env: MutableMapping[str, str]) -> None:
-    """What the agent and every worker it starts run with (set before the forkserver
-    starts: its workers inherit its environment, not the agent's later one)."""
+    """What the agent and every worker it starts run with (set before anything reads
+    them: torch reads some at import, and the forked workers inherit the rest)."""
     # In-place restarts are unreliable when workers share the rendezvous store
     # (docs/RUNTIME_NOTES.md).
     env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
@@ -62,32 +63,18 @@ def agent_env(job: TrainingJob, env: MutableMapping[str, str]) -> None:
     # seconds (torch's default: 30): give the emergency checkpoint the pod's whole grace
     # period, less a little for the agent's own exit.
     env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(max(job.spec.save_window_seconds - 3, 1)))
-    # CUDA must not be initialised in the forkserver (a forked child cannot use it then):
-    # asking whether GPUs exist goes through NVML instead of the CUDA runtime.
+    # CUDA must not be initialised in the agent (a forked child cannot use it then): asking
+    # whether GPUs exist goes through NVML instead of the CUDA runtime.
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
-# The forkserver listens on a socket in a directory multiprocessing makes under the temp
-# directory (~32 bytes more); a socket's path holds at most 107 bytes.
-SOCKET_PATH_MAX = 107
+def preload_worker() -> None:
+    """Import what a Lightning worker needs, here in the agent before it starts a thread
+    (the rendezvous' keep-alive, the store): a fork copies only the thread that forks."""
+    import importlib
 
-
-def start_worker_server() -> None:
-    """Start the forkserver now, so that it imports WORKER_PRELOAD while the agent imports
-    torch and meets its peers; torchrun's agent forks every worker from it."""
-    import multiprocessing
-    import tempfile
-    from multiprocessing import forkserver, util
-
-    if len(tempfile.gettempdir()) + 32 > SOCKET_PATH_MAX:
-        # A deep TMPDIR (a local run's per-pod directory): the socket's directory in /tmp.
-        default, tempfile.tempdir = tempfile.tempdir, "/tmp"
-        try:
-            util.get_temp_dir()
-        finally:
-            tempfile.tempdir = default
-    multiprocessing.set_forkserver_preload(list(WORKER_PRELOAD))
-    forkserver.ensure_running()
+    for module in WORKER_PRELOAD:
+        importlib.import_module(module)
 
 
 class _ExitWithoutTraceback(logging.Filter):
@@ -103,8 +90,8 @@ class _ExitWithoutTraceback(logging.Filter):
 
 def launch(args: list[str], lightning: bool) -> None:
     """Run torchrun's elastic agent until the workers finish (its errors propagate): the
-    user's command as torchrun runs it, the Lightning worker as a function its processes
-    are forked to run (torchrun's `-m` would start a new interpreter each time)."""
+    user's command as torchrun runs it, the Lightning worker as a function the agent's
+    forks run (torchrun's `-m` would start a new interpreter each time)."""
     from torch.distributed.run import config_from_args, get_args_parser, run
 
     parsed = get_args_parser().parse_args(args)
@@ -165,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not inside_torchrun(os.environ):
             agent_env(job, os.environ)
             if job.spec.command is None:
-                start_worker_server()
+                preload_worker()
         plan = discover(
             os.environ,
             gpu_count(),

@@ -1,8 +1,8 @@
 """One torchrun worker: agree on the attempt and the resume point, fetch it
 (start_point.py), build the trainer, fit, finalize (aggregate, summarize, _SUCCESS).
 
-Forked by the agent that `kctl-train-runtime` runs (forked_main, from the forkserver of
-runtime/main.py), or started as `python -m operator_client.runtime.worker`, once per
+Forked by the agent that `kctl-train-runtime` runs (forked_main, with what
+runtime/main.py preloaded), or started as `python -m operator_client.runtime.worker`, once per
 process on every node.
 """
 
@@ -252,12 +252,14 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
 
 
 def configure_logging(rank: int) -> None:
-    """Plain, rank-prefixed lines on stderr: readable in `kubectl logs`."""
+    """Plain, rank-prefixed lines on stderr: readable in `kubectl logs` (replacing the
+    agent's `[agent]` handler, which a worker forked from it inherits)."""
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format=f"%(asctime)s [rank {rank}] %(message)s",
         datefmt="%H:%M:%S",
+        force=True,
     )
 
 
@@ -305,6 +307,11 @@ def main() -> int:
 def forked_main() -> int:
     """Entry point of a worker forked by the agent: its exit code is the process's (the
     agent reads a failure, and a preemption's 143, from it; a return value it ignores)."""
+    # The agent's signal handlers (torchrun's, which raise its SignalException) come with
+    # the fork: start from Python's own, as a new interpreter would; main() sets SIGTERM's.
+    for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()
     if code:
         sys.exit(code)
