@@ -18,9 +18,9 @@ from typing import Any
 
 from operator_client.backends.local.launch import free_port
 from operator_client.backends.local.local_env import replica_command, replica_env
-from operator_client.kubeflow import lifecycle
-from operator_client.kubeflow.lifecycle import replicas_of
-from operator_client.kubeflow.workload import workload_of
+from operator_client.controlplane import lifecycle
+from operator_client.controlplane.lifecycle import replicas_of
+from operator_client.controlplane.workload import workload_of
 
 
 @dataclass

@@ -14,10 +14,10 @@ from operator_client.backends.types import Condition, JobView, LogLine, Replica,
 from operator_client.client.failure import failure_report
 from operator_client.client.jobs import load, with_namespace
 from operator_client.contract import Progress
+from operator_client.controlplane.lifecycle import job_state
 from operator_client.errors import BadInput
 from operator_client.integrations.torchx_appdef import app_id as make
 from operator_client.integrations.torchx_appdef import parse_app_id
-from operator_client.kubeflow.lifecycle import job_state
 from operator_client.spec import SpecError, load_job_text
 
 from .conftest import ROOT, job_yaml

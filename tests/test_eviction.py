@@ -18,7 +18,7 @@ import yaml
 from operator_client.backends.local import eviction
 from operator_client.backends.local.sandbox.podspec import ephemeral_limit
 from operator_client.contract import RUN_ROOT_ANNOTATION
-from operator_client.kubeflow.workload import workload_of
+from operator_client.controlplane.workload import workload_of
 
 from . import written
 

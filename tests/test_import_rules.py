@@ -43,6 +43,8 @@ def test_the_tree_keeps_every_import_rule() -> None:
         ("cli/output.py", "from ..backends.local import LocalBackend", "The CLI reaches"),
         ("client/jobs.py", "import kubernetes", "Only backends.kubernetes"),
         ("image/builders.py", "from ..backends import types", "The image builders"),
+        ("kubeflow/webhook.py", "from ..controlplane import workload", "Layers"),
+        ("controlplane/strategic_merge.py", "from ..storage import open_store", "What the"),
     ],
 )
 def test_a_planted_violation_breaks_the_check(
@@ -66,7 +68,7 @@ def test_commands_that_only_look_at_jobs_never_import_pydantic() -> None:
         "import sys, operator_client.cli.view_commands, operator_client.backends.local, "
         "operator_client.backends.kubernetes.backend; "
         # A local TrainJob's view builds its pods from kctl-train's runtime.
-        "from operator_client.kubeflow.workload import workload_of; "
+        "from operator_client.controlplane.workload import workload_of; "
         "workload_of({'kind': 'TrainJob', 'metadata': {'name': 'j'}, 'spec': {'runtimeRef': "
         "{'name': 'kctl-train'}, 'trainer': {'numNodes': 2, 'numProcPerNode': 1}}}); "
         "print(sorted(m for m in sys.modules "

@@ -1,4 +1,4 @@
-"""The operator's lifecycle rules (kubeflow/lifecycle.py), one table row per rule."""
+"""The operator's lifecycle rules (controlplane/lifecycle.py), one table row per rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.kubeflow import lifecycle as lc
+from operator_client.controlplane import lifecycle as lc
 
 
 def policy(**overrides: Any) -> lc.Policy:

@@ -13,9 +13,9 @@ from operator_client.backends.local.local_env import (
     replica_env,
 )
 from operator_client.backends.local.supervisor import RESTART_BACKOFF_ENV, restart_delays
-from operator_client.kubeflow.lifecycle import ReplicaState, replicas_of
-from operator_client.kubeflow.pod_env import PodEnvError
-from operator_client.kubeflow.workload import workload_of
+from operator_client.controlplane.lifecycle import ReplicaState, replicas_of
+from operator_client.controlplane.pod_env import PodEnvError
+from operator_client.controlplane.workload import workload_of
 from operator_client.render import render
 from operator_client.spec import load_job_text
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.kubeflow.operator_env import go_atoi, operator_env
+from operator_client.controlplane.operator_env import go_atoi, operator_env
 from operator_client.kubeflow.webhook import webhook_errors
 
 

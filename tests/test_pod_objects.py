@@ -1,5 +1,5 @@
 """Secrets and ConfigMaps given to a local run as files (kubeflow/pod_objects.py), and what
-the kubelet makes of a container's env and volumes with them (kubeflow/pod_env.py,
+the kubelet makes of a container's env and volumes with them (controlplane/pod_env.py,
 sandbox/podspec.py), one row per rule."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from operator_client.backends.local.sandbox.podspec import mounted_volumes
+from operator_client.controlplane.pod_env import PodEnvError, resolve_env
+from operator_client.controlplane.workload import workload_of
 from operator_client.kubeflow.manifest_files import ManifestFileError
-from operator_client.kubeflow.pod_env import PodEnvError, resolve_env
 from operator_client.kubeflow.pod_objects import PodObjects, load_objects
-from operator_client.kubeflow.workload import workload_of
 
 OBJECTS = PodObjects(
     secrets={"creds": {"token": "t0k", "bad key": "x"}},

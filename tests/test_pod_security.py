@@ -1,4 +1,4 @@
-"""Pod Security admission of local pods (kubeflow/pod_security.py, backends/local/admission.py):
+"""Pod Security admission of local pods (controlplane/pod_security.py, backends/local/admission.py):
 the API server's checks and words, table by table; kctl-train's own jobs and runtime pass
 restricted; Kubeflow's stock runtimes pass baseline; and a refusal stops `apply` and
 `doctor` with exit 2 before anything runs."""
@@ -15,9 +15,9 @@ import yaml
 
 from operator_client.backends.local import LocalBackend
 from operator_client.backends.local.admission import admission_findings, level_of, unhonoured
+from operator_client.controlplane import pod_security as pss
+from operator_client.controlplane.workload import workload_of
 from operator_client.errors import BadInput
-from operator_client.kubeflow import pod_security as pss
-from operator_client.kubeflow.workload import workload_of
 from operator_client.render import render
 from operator_client.spec import SpecError, load_job
 

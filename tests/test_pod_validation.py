@@ -1,4 +1,4 @@
-"""The API server's refusals of a pod spec (kubeflow/pod_validation.py), table-driven; the
+"""The API server's refusals of a pod spec (controlplane/pod_validation.py), table-driven; the
 real server's words for each are in tests/fidelity/golden (gen-pj-08, gen-pj-12, gen-tj-07,
 tj-patch-env-helper)."""
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from operator_client.kubeflow.pod_validation import pod_spec_errors
-from operator_client.kubeflow.trainjob_admission import runtime_errors
-from operator_client.kubeflow.trainjob_pods import env_var
+from operator_client.controlplane.pod_validation import pod_spec_errors
+from operator_client.controlplane.trainjob_admission import runtime_errors
+from operator_client.controlplane.trainjob_pods import env_var
 
 
 def pod(**container: Any) -> dict[str, Any]:

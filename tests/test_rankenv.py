@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operator_client.kubeflow.operator_env import operator_env
+from operator_client.controlplane.operator_env import operator_env
 from operator_client.render import render
 from operator_client.runtime.rankenv import (
     Defaults,

@@ -22,7 +22,7 @@ from operator_client.backends.local.sandbox.podspec import (
 )
 from operator_client.backends.local.sandbox.relay import loopback_port
 from operator_client.backends.local.sandbox.support import PROCESS, choose
-from operator_client.kubeflow.workload import workload_of
+from operator_client.controlplane.workload import workload_of
 from operator_client.render import render
 from operator_client.spec.loader import load_job
 

@@ -1,5 +1,5 @@
 """Strategic merge patch as Trainer applies runtimePatches and `trainer` to a runtime
-(kubeflow/strategic_merge.py), one row per rule."""
+(controlplane/strategic_merge.py), one row per rule."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from operator_client.kubeflow.strategic_merge import merge
+from operator_client.controlplane.strategic_merge import merge
 
 BASE = {
     "restartPolicy": "OnFailure",

@@ -1,5 +1,5 @@
 """Any Trainer v2 runtime, run locally as Trainer v2.3 and JobSet v0.12 build its pods
-(kubeflow/trainjob_pods.py; docs/TRAINJOB.md "The controllers' rules" cites the Go source of
+(controlplane/trainjob_pods.py; docs/TRAINJOB.md "The controllers' rules" cites the Go source of
 each rule). The tables use Kubeflow's own v2.3.0 runtimes from ../shared/schemas, read as
 the CRD tests read the CRDs: missing, they fail under CI=true and skip elsewhere."""
 
@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from operator_client.kubeflow import lifecycle as lc
+from operator_client.controlplane import lifecycle as lc
+from operator_client.controlplane.trainjob_pods import TORCH_PORT
+from operator_client.controlplane.workload import WorkloadError, workload_of
 from operator_client.kubeflow.manifest_files import ManifestFileError
 from operator_client.kubeflow.runtime_files import load_runtimes
-from operator_client.kubeflow.trainjob_pods import TORCH_PORT
 from operator_client.kubeflow.webhook import trainjob_errors
-from operator_client.kubeflow.workload import WorkloadError, workload_of
 
 from .conftest import job_yaml
 from .crd import SCHEMAS

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from operator_client.kubeflow import lifecycle as lc
+from operator_client.controlplane import lifecycle as lc
+from operator_client.controlplane.trainjob_pods import torch_nproc
+from operator_client.controlplane.workload import WorkloadError, workload_of
 from operator_client.kubeflow.kinds import PYTORCHJOB, TRAINJOB
 from operator_client.kubeflow.training_runtime import runtime
-from operator_client.kubeflow.trainjob_pods import torch_nproc
 from operator_client.kubeflow.webhook import admission_errors
-from operator_client.kubeflow.workload import WorkloadError, workload_of
 from operator_client.render import render, to_yaml
 from operator_client.render.trainjob import RUNTIME_FILE
 from operator_client.spec import SpecError, load_job, load_job_text

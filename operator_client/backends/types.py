@@ -21,7 +21,7 @@ from ..contract import (
     SLOW,
     Progress,
 )
-from ..kubeflow import lifecycle as lc
+from ..controlplane import lifecycle as lc
 
 
 @dataclass(frozen=True)

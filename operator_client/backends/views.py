@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ..controlplane.workload import Workload, WorkloadError, workload_of
 from ..errors import BadInput
-from ..kubeflow.workload import Workload, WorkloadError, workload_of
 from .types import Condition, ConditionReached, Event, JobView, Replica, ReplicaNote
 
 
 def replica_count(manifest: Mapping[str, Any], workload: Workload | None = None) -> int:
     """How many nodes a job asks for: a PyTorchJob's replicas, a TrainJob's trainer pods
-    (kubeflow/workload.py builds both; `workload` when the caller has it). A TrainJob of
+    (controlplane/workload.py builds both; `workload` when the caller has it). A TrainJob of
     a runtime only its cluster has: numNodes, else 1 (what every stock runtime sets)."""
     if workload is None:
         try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..controlplane import lifecycle as lc
 from ..errors import EXIT_FAILED, EXIT_OK
-from ..kubeflow import lifecycle as lc
 from . import console, flags, output
 from .job_commands import backend_flag, client_for
 from .progress import store_lines

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..backends.types import JobView, LogLine, Replica
+from ..controlplane import lifecycle as lc
 from ..errors import KctlTrainError
-from ..kubeflow import lifecycle as lc
 
 # How many of a failed replica's last log lines a report shows.
 FAILED_LOG_LINES = 20

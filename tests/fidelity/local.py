@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_client.kubeflow import pod_security as pss
-from operator_client.kubeflow.pod_manifests import pod_manifests
+from operator_client.controlplane import pod_security as pss
+from operator_client.controlplane.pod_manifests import pod_manifests
+from operator_client.controlplane.workload import WorkloadError, workload_of
 from operator_client.kubeflow.webhook import admission_errors
-from operator_client.kubeflow.workload import WorkloadError, workload_of
 
 from ..test_trainer_runtimes import TORCH, runtime
 from .corpus import documents

@@ -13,11 +13,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operator_client.controlplane.pod_manifests import pod_manifests
+from operator_client.controlplane.workload import WorkloadError, workload_of
 from operator_client.kubeflow.manifest_files import ManifestFileError
-from operator_client.kubeflow.pod_manifests import pod_manifests
 from operator_client.kubeflow.pod_objects import load_objects
 from operator_client.kubeflow.webhook import admission_errors
-from operator_client.kubeflow.workload import WorkloadError, workload_of
 
 from ..test_trainer_runtimes import TORCH, runtime
 

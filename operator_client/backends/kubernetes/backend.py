@@ -18,8 +18,8 @@ from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...contract import Progress
+from ...controlplane import lifecycle as lc
 from ...errors import ClusterError, JobNotFound
-from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
 from ...kubeflow.kinds import KINDS, TRAINJOB, Kind, kind_of
 from ..base import Backend

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ...kubeflow import lifecycle as lc
+from ...controlplane import lifecycle as lc
 from ...kubeflow.kinds import Kind, kind_of
 from ..types import Replica
 from .pod_reasons import pod_phase, pod_problems, restarts

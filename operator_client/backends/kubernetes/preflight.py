@@ -16,11 +16,11 @@ from typing import Any
 
 from kubernetes import client
 
+from ...controlplane import pod_security as pss
+from ...controlplane.workload import workload_of
 from ...errors import ClusterError
-from ...kubeflow import pod_security as pss
 from ...kubeflow import pytorchjob as pj
 from ...kubeflow import trainjob as tj
-from ...kubeflow.workload import workload_of
 from ..types import Finding
 from .api import Api
 

@@ -1,5 +1,5 @@
 """Which pods a local run admits, before anything runs: Pod Security admission as a
-namespace enforcing `baseline` (default) or `restricted` applies it (kubeflow/pod_security.py),
+namespace enforcing `baseline` (default) or `restricted` applies it (controlplane/pod_security.py),
 the kubelet's non-root check, and the fields a pod sandbox cannot honour, each refused by
 name rather than silently dropped (docs/LOCAL_PODS.md). Every local pod has a user
 namespace of its own (`hostUsers: false` is what it gets, asked or not)."""
@@ -10,9 +10,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ...controlplane import pod_security as pss
+from ...controlplane.workload import Workload
 from ...errors import BadInput
-from ...kubeflow import pod_security as pss
-from ...kubeflow.workload import Workload
 from ..types import Finding
 
 POD_SECURITY_ENV = "KCTL_TRAIN_POD_SECURITY"

@@ -4,7 +4,7 @@ The image is not pulled: each replica runs the trainer container's command from 
 installed package, with the container's env and exactly the operator's additions
 (local_env.py). A TrainJob's pods come from the Trainer v2 runtime it names: kctl-train's
 own ClusterTrainingRuntime, built in as a cluster has it installed, one given with
-`--runtime`, or one read from the cluster (kubeflow/workload.py).
+`--runtime`, or one read from the cluster (controlplane/workload.py).
 A detached supervisor (supervisor.py) owns the processes; this module submits,
 inspects, stops and deletes jobs through their directory (jobdir.py).
 """
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...contract import ImageRoot, Progress
+from ...controlplane import lifecycle as lc
+from ...controlplane.pod_manifests import pod_manifests
+from ...controlplane.workload import Workload, WorkloadError, workload_of
 from ...errors import BadInput, ClusterError, JobNotFound, LocalJobError
-from ...kubeflow import lifecycle as lc
 from ...kubeflow import trainjob as tj
-from ...kubeflow.pod_manifests import pod_manifests
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
-from ...kubeflow.workload import Workload, WorkloadError, workload_of
 from ...runstore import resume_line
 from ...runstore.checkpoints import first_complete
 from ...runstore.location import home, store_for

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...controlplane import lifecycle as lc
+from ...controlplane.workload import Workload, workload_of
 from ...errors import BadInput
-from ...kubeflow import lifecycle as lc
 from ...kubeflow.pod_objects import PodObjects
-from ...kubeflow.workload import Workload, workload_of
 from ...runstore.documents import Document
 from ...runstore.location import home
 from ...spec.k8s_names import label_problem, subdomain_problem

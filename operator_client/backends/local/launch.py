@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 
 from ...contract import ImageRoot
-from ...kubeflow.lifecycle import ReplicaState
-from ...kubeflow.workload import Workload
+from ...controlplane.lifecycle import ReplicaState
+from ...controlplane.workload import Workload
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, replica_command, replica_env
 from .pods_base import Launch, Pods, bindir

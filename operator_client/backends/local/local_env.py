@@ -1,6 +1,6 @@
 """What one replica process of a local run gets: the trainer container's command and env
 as the kubelet resolves them, plus exactly the variables its operator adds (the
-training-operator's or Trainer v2's torch plugin: kubeflow/workload.py); as plain
+training-operator's or Trainer v2's torch plugin: controlplane/workload.py); as plain
 processes, the names of this job's pods map to loopback.
 
 Pure functions; the supervisor starts the processes.
@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...kubeflow.lifecycle import ReplicaState
-from ...kubeflow.pod_env import PodEnvError, resolve_env
+from ...controlplane.lifecycle import ReplicaState
+from ...controlplane.pod_env import PodEnvError, resolve_env
+from ...controlplane.workload import Workload
 from ...kubeflow.pod_objects import PodObjects
-from ...kubeflow.workload import Workload
 
 # Variables of the caller's shell that would confuse a replica's torchrun or runtime:
 # on a cluster the pod starts with none of them.

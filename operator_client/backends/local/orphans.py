@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from ...kubeflow import lifecycle as lc
+from ...controlplane import lifecycle as lc
 from . import pod_processes
 from .jobdir import JobDir
 from .launch import load_mode

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...contract import KILL
-from ...kubeflow import lifecycle as lc
-from ...kubeflow.lifecycle import ReplicaState
-from ...kubeflow.workload import Workload
+from ...controlplane import lifecycle as lc
+from ...controlplane.lifecycle import ReplicaState
+from ...controlplane.workload import Workload
 from ..types import Fault
 from . import pod_processes
 from .jobdir import JobDir

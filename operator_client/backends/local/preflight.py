@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ...controlplane import lifecycle as lc
+from ...controlplane.pod_env import PodEnvError
+from ...controlplane.workload import Workload, WorkloadError
 from ...errors import BadInput
-from ...kubeflow import lifecycle as lc
-from ...kubeflow.pod_env import PodEnvError
 from ...kubeflow.pod_objects import PodObjects
-from ...kubeflow.workload import Workload, WorkloadError
 from ...storage import StoreError, open_store
 from ..types import Finding, StorageLocation
 from . import file_store

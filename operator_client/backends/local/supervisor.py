@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ...contract import TERMINATION_LOG_ENV
-from ...kubeflow import lifecycle as lc
-from ...kubeflow.pod_env import PodEnvError
-from ...kubeflow.workload import Workload
+from ...controlplane import lifecycle as lc
+from ...controlplane.pod_env import PodEnvError
+from ...controlplane.workload import Workload
 from ...untrusted import read_tail
 from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...kubeflow import lifecycle as lc
+from ...controlplane import lifecycle as lc
+from ...controlplane.workload import Workload
 from ...kubeflow.kinds import Kind, kind_of
-from ...kubeflow.workload import Workload
 from ..types import JobView, Replica, StorageLocation
 from ..views import conditions_of, replica_count
 from .jobdir import JobDir, LocalReplica

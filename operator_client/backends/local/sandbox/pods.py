@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ....contract import HEAL, KILL, PARTITION, SLOW, ImageRoot
-from ....kubeflow import lifecycle as lc
-from ....kubeflow.workload import Workload
+from ....controlplane import lifecycle as lc
+from ....controlplane.workload import Workload
 from ....runstore.location import home
 from ...types import Fault, StorageLocation
 from .. import file_store

@@ -1,5 +1,6 @@
 """What one replica's pod sandbox is, computed from the rendered job's pods
-(kubeflow/workload.py): a pure function, serialised to JSON for the shim (shim.py) that builds it.
+(controlplane/workload.py): a pure function, serialised to JSON for the shim (shim.py)
+that builds it.
 
 Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
 container's (readOnlyRootFilesystem, capabilities dropped, allowPrivilegeEscalation
@@ -15,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ....controlplane.workload import Workload
 from ....kubeflow.pod_objects import PodObjects
-from ....kubeflow.workload import Workload
 from ....spec.k8s_names import label_problem
 from ....spec.units import parse_quantity
 from .seccomp import RUNTIME_DEFAULT, UNCONFINED

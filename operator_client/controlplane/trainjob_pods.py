@@ -23,9 +23,9 @@ from decimal import Decimal
 from typing import Any
 
 from ..contract import DEFAULT_BACKOFF_LIMIT
-from . import trainjob as tj
+from ..kubeflow import trainjob as tj
+from ..kubeflow.shapes import RUNTIME_SPEC, shape_errors
 from .groups import Group, WorkloadError
-from .shapes import RUNTIME_SPEC, shape_errors
 from .strategic_merge import merge
 from .trainjob_admission import (
     INITIALIZER_KEY,

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from . import pytorchjob as pj
-from . import trainjob as tj
+from ..kubeflow import pytorchjob as pj
+from ..kubeflow import trainjob as tj
 from .groups import Group
 from .workload import Workload, workload_of
 

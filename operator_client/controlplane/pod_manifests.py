@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from . import pytorchjob as pj
+from ..kubeflow import pytorchjob as pj
 from .groups import Group
 from .trainjob_pods import torch_env
 from .workload import Workload

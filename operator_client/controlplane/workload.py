@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import pytorchjob as pj
-from . import trainjob as tj
+from ..kubeflow import pytorchjob as pj
+from ..kubeflow import trainjob as tj
 from .groups import Group, WorkloadError
 from .operator_env import operator_env
 from .pod_validation import pod_spec_errors
@@ -180,7 +180,7 @@ def workload_of(
     if kind == tj.KIND:
         runtimes = dict(runtimes or {})
         if tj.RUNTIME_NAME not in runtimes and _names(manifest) == tj.RUNTIME_NAME:
-            from .training_runtime import runtime  # pydantic: only when it is needed
+            from ..kubeflow.training_runtime import runtime  # pydantic: only when it is needed
 
             runtimes[tj.RUNTIME_NAME] = runtime()
         groups, network = build(manifest, runtime_for(manifest, runtimes))

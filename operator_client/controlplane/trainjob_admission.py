@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import trainjob as tj
+from ..kubeflow import trainjob as tj
 from .groups import Group
 from .pod_validation import pod_spec_errors
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .pod_objects import PodObjects
+from ..kubeflow.pod_objects import PodObjects
 
 # A C identifier, as envFrom keeps only keys that are valid variable names (others are
 # skipped, and the kubelet records an event).

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import pytorchjob as pj
+from ..kubeflow import pytorchjob as pj
 
 
 def _port(manifest: Mapping[str, Any], replica_type: str) -> int:
