@@ -157,6 +157,9 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert "[rank 1]" in one.stdout and "[master-0]" not in one.stdout
     listing = kctl("status", "--local", env=env, cwd=tmp_path)
     assert "quickstart" in listing.stdout and "Succeeded" in listing.stdout
+    # The supervisor said nothing Python would (runpy warned of its module in every log).
+    supervised = (tmp_path / "home/local/default/quickstart/supervisor.log").read_text()
+    assert "Warning" not in supervised and "Traceback" not in supervised, supervised
 
     deleted = kctl("delete", "quickstart", "--local", env=env, cwd=tmp_path)
     assert deleted.returncode == 0, deleted.stderr

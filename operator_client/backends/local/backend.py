@@ -257,7 +257,7 @@ class LocalBackend(Backend):
         save_mode(job, mode, self.image)
         with job.supervisor_log.open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "operator_client.backends.local.supervisor", str(job.path)],
+                [sys.executable, "-m", "operator_client.backends.local", str(job.path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

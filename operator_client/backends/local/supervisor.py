@@ -1,8 +1,8 @@
 """The local backend's supervisor: one detached process per local job that runs its
 replicas as processes and applies the operator's lifecycle rules (lifecycle.py) to them.
 
-Started by `kctl-train apply --local` as `python -m operator_client.backends.local.supervisor
-JOB_DIR`; it outlives the command so that `status`, `logs` and `delete` work from any
+Started by `kctl-train apply --local` as `python -m operator_client.backends.local JOB_DIR`
+(__main__.py); it outlives the command so that `status`, `logs` and `delete` work from any
 terminal. SIGTERM stops the job gracefully (like deleting its pods: SIGTERM to each
 replica, SIGKILL after terminationGracePeriodSeconds); SIGINT kills at once.
 """
@@ -430,13 +430,9 @@ def _storage_budget(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: `python -m operator_client.backends.local.supervisor JOB_DIR`."""
+    """Entry point: `python -m operator_client.backends.local JOB_DIR`."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m operator_client.backends.local.supervisor JOB_DIR", file=sys.stderr)
+        print("usage: python -m operator_client.backends.local JOB_DIR", file=sys.stderr)
         return 2
     return Supervisor(JobDir(Path(args[0])), os.environ).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
