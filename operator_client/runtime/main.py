@@ -9,7 +9,9 @@ thread started (WORKER_PRELOAD), so a worker (re)started trains without importin
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import importlib
 import logging
 import os
 import signal
@@ -70,11 +72,11 @@ def agent_env(job: TrainingJob, env: MutableMapping[str, str]) -> None:
 
 def preload_worker() -> None:
     """Import what a Lightning worker needs, here in the agent before it starts a thread
-    (the rendezvous' keep-alive, the store): a fork copies only the thread that forks."""
-    import importlib
-
+    (the rendezvous' keep-alive, the store): a fork copies only the thread that forks.
+    A module that is missing is left to the worker, which says what to install."""
     for module in WORKER_PRELOAD:
-        importlib.import_module(module)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
 
 class _ExitWithoutTraceback(logging.Filter):
