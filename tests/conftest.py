@@ -1,15 +1,25 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from operator_client.controlplane.pod_plan import PodPlan, plan_of
 
 from .fake_apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def first_pod(
+    manifest: Mapping[str, Any], replica_type: str, runtimes: Mapping[str, Any] | None = None
+) -> PodPlan:
+    """The first pod of a replica type in the job's pod plan."""
+    return next(p for p in plan_of(manifest, runtimes).pods if p.type == replica_type)
 
 
 def job_yaml(name: str, spec_body: str) -> str:

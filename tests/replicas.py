@@ -20,7 +20,7 @@ from operator_client.backends.local.launch import free_port
 from operator_client.backends.local.local_env import replica_command, replica_env
 from operator_client.controlplane import lifecycle
 from operator_client.controlplane.lifecycle import replicas_of
-from operator_client.controlplane.workload import workload_of
+from operator_client.controlplane.pod_plan import plan_of
 
 
 @dataclass
@@ -72,17 +72,18 @@ def launches(
     port = free_port()
     bindir = Path(sys.executable).parent
     found = []
-    workload = workload_of(manifest)
-    for replica in replicas_of(workload):
+    plan = plan_of(manifest)
+    for replica in replicas_of(plan.workload):
         tmp = workdir / replica.name
         tmp.mkdir(parents=True, exist_ok=True)
+        pod = plan.pod(replica.name)
         env = {
-            **replica_env(workload, replica, port=port, base=os.environ, tmpdir=tmp),
+            **replica_env(pod, hosts=plan.hosts, port=port, base=os.environ, tmpdir=tmp),
             **(extra_env or {}),
         }
         if rewrite is not None:
             env = rewrite(replica, env, port)
-        command = replica_command(workload.container(replica.type), bindir)
+        command = replica_command(pod.container, bindir)
         found.append(Launch(replica.name, command, env, workdir / f"{replica.name}.log"))
     return found
 

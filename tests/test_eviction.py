@@ -18,9 +18,9 @@ import yaml
 from operator_client.backends.local import eviction
 from operator_client.backends.local.sandbox.podspec import ephemeral_limit
 from operator_client.contract import RUN_ROOT_ANNOTATION
-from operator_client.controlplane.workload import workload_of
 
 from . import written
+from .conftest import first_pod
 
 KCTL = str(Path(sys.executable).parent / "kctl-train")
 
@@ -58,16 +58,14 @@ def runtime_and_job(
 
 def test_the_limit_is_the_containers_or_the_local_default() -> None:
     runtime, job = runtime_and_job(Path("/s"), "j", ["true"], "3Gi")
-    workload = workload_of(job, {"plain": runtime})
-    assert ephemeral_limit(workload, "node", {}) == 3 << 30
+    pod = first_pod(job, "node", {"plain": runtime})
+    assert ephemeral_limit(pod, {}) == 3 << 30
     runtime, job = runtime_and_job(Path("/s"), "j", ["true"], None)
-    workload = workload_of(job, {"plain": runtime})
-    assert ephemeral_limit(workload, "node", {}) == 20 << 30
-    assert (
-        ephemeral_limit(workload, "node", {"KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE": "1Mi"}) == 1 << 20
-    )
+    pod = first_pod(job, "node", {"plain": runtime})
+    assert ephemeral_limit(pod, {}) == 20 << 30
+    assert ephemeral_limit(pod, {"KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE": "1Mi"}) == 1 << 20
     with pytest.raises(ValueError, match="is not a quantity"):
-        ephemeral_limit(workload, "node", {"KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE": "lots"})
+        ephemeral_limit(pod, {"KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE": "lots"})
 
 
 WRITER = """

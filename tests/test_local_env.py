@@ -13,13 +13,13 @@ from operator_client.backends.local.local_env import (
     replica_env,
 )
 from operator_client.backends.local.supervisor import RESTART_BACKOFF_ENV, restart_delays
-from operator_client.controlplane.lifecycle import ReplicaState, replicas_of
+from operator_client.controlplane.lifecycle import replicas_of
 from operator_client.controlplane.pod_env import PodEnvError
-from operator_client.controlplane.workload import workload_of
+from operator_client.controlplane.pod_plan import plan_of
 from operator_client.render import render
 from operator_client.spec import load_job_text
 
-from .conftest import job_yaml
+from .conftest import first_pod, job_yaml
 
 PORT = 40123
 # Every variable the operator may add; a case lists those it must add, the rest must be absent.
@@ -94,10 +94,9 @@ CASES = [
 def test_operator_variables_match_the_contract(
     extra: str, rtype: str, index: int, expected: dict[str, str], tmp_path: Path
 ) -> None:
-    job = manifest(f"  {extra}\n")
-    env = replica_env(
-        workload_of(job), ReplicaState("r", rtype, index), port=PORT, base={}, tmpdir=tmp_path
-    )
+    plan = plan_of(manifest(f"  {extra}\n"))
+    (pod,) = [p for p in plan.pods if (p.type, p.index) == (rtype, index)]
+    env = replica_env(pod, hosts=plan.hosts, port=PORT, base={}, tmpdir=tmp_path)
     assert {k: v for k, v in env.items() if k in OPERATOR_VARS} == expected
 
 
@@ -111,9 +110,9 @@ def test_replicas_are_those_the_operator_creates() -> None:
 
 
 def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) -> None:
-    job = workload_of(manifest("  nodes: 2\n  env: {MY_FLAG: 'on'}\n"))
+    pod = first_pod(manifest("  nodes: 2\n  env: {MY_FLAG: 'on'}\n"), "Worker")
     base = {"PATH": "/usr/bin", "RANK": "7", "PET_NNODES": "9", "KCTL_TRAIN_SPEC": "{}"}
-    env = replica_env(job, ReplicaState("r", "Worker", 0), port=PORT, base=base, tmpdir=tmp_path)
+    env = replica_env(pod, port=PORT, base=base, tmpdir=tmp_path)
     assert env["PATH"] == "/usr/bin"
     assert env["MY_FLAG"] == "on"
     assert env["RANK"] == "1" and env["PET_NNODES"] == "2"  # the operator's, not the shell's
@@ -123,21 +122,17 @@ def test_container_env_is_resolved_and_the_caller_leaks_nothing(tmp_path: Path) 
 
 
 def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
-    job = workload_of(manifest("  storage: {uri: 's3://bucket/runs', credentialsSecret: s3}\n"))
+    pod = first_pod(
+        manifest("  storage: {uri: 's3://bucket/runs', credentialsSecret: s3}\n"), "Master"
+    )
     base = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"}
-    env = replica_env(job, ReplicaState("r", "Master", 0), port=PORT, base=base, tmpdir=tmp_path)
+    env = replica_env(pod, port=PORT, base=base, tmpdir=tmp_path)
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("id", "secret")
     with pytest.raises(
         PodEnvError,
         match="--secret FILE, or set your environment variable AWS_SECRET_ACCESS_KEY",
     ):
-        replica_env(
-            job,
-            ReplicaState("r", "Master", 0),
-            port=PORT,
-            base={"AWS_ACCESS_KEY_ID": "id"},
-            tmpdir=tmp_path,
-        )
+        replica_env(pod, port=PORT, base={"AWS_ACCESS_KEY_ID": "id"}, tmpdir=tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -151,11 +146,11 @@ def test_secret_keys_come_from_the_callers_environment(tmp_path: Path) -> None:
     ],
 )
 def test_only_this_jobs_services_map_to_loopback(host: str, expected: str) -> None:
-    assert loopback_for(workload_of(manifest("  nodes: 14\n")))(host) == expected
+    assert loopback_for(plan_of(manifest("  nodes: 14\n")).hosts)(host) == expected
 
 
 def test_the_installed_runtime_stands_in_for_the_image(tmp_path: Path) -> None:
-    container = workload_of(manifest("  nodes: 1\n")).container("Master")
+    container = first_pod(manifest("  nodes: 1\n"), "Master").container
     (tmp_path / "kctl-train-runtime").write_text("#!/bin/sh\n")
     assert replica_command(container, tmp_path) == [str(tmp_path / "kctl-train-runtime")]
     with pytest.raises(PodEnvError, match="is not installed here"):
@@ -165,10 +160,10 @@ def test_the_installed_runtime_stands_in_for_the_image(tmp_path: Path) -> None:
 def test_a_trainjob_node_gets_only_the_torch_plugins_variables(tmp_path: Path) -> None:
     """As processes on one machine: the master's name maps to loopback, the free port
     replaces 29500, and nothing of the training-operator's appears."""
-    job = workload_of(manifest("  operator: trainjob\n  nodes: 3\n", "tj"))
-    (node,) = [r for r in replicas_of(job) if r.index == 2]
+    plan = plan_of(manifest("  operator: trainjob\n  nodes: 3\n", "tj"))
+    (node,) = [p for p in plan.pods if p.index == 2]
     assert node.name == "tj-node-0-2"
-    env = replica_env(job, node, port=PORT, base={"RANK": "7"}, tmpdir=tmp_path)
+    env = replica_env(node, hosts=plan.hosts, port=PORT, base={"RANK": "7"}, tmpdir=tmp_path)
     assert {k: v for k, v in env.items() if k in OPERATOR_VARS | {"JOB_COMPLETION_INDEX"}} == {
         "PET_NNODES": "3",
         "PET_NPROC_PER_NODE": "1",
@@ -177,7 +172,7 @@ def test_a_trainjob_node_gets_only_the_torch_plugins_variables(tmp_path: Path) -
         "PET_MASTER_PORT": str(PORT),
         "JOB_COMPLETION_INDEX": "2",
     }
-    address = loopback_for(job)
+    address = loopback_for(plan.hosts)
     assert address("tj-node-0-0.tj") == address("tj-node-0-1") == "127.0.0.1"
     assert address("tj-node-0-3") == "tj-node-0-3"  # not a pod of this job
 

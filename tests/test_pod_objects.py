@@ -11,9 +11,10 @@ import pytest
 
 from operator_client.backends.local.sandbox.podspec import mounted_volumes
 from operator_client.controlplane.pod_env import PodEnvError, resolve_env
-from operator_client.controlplane.workload import workload_of
 from operator_client.kubeflow.manifest_files import ManifestFileError
 from operator_client.kubeflow.pod_objects import PodObjects, load_objects
+
+from .conftest import first_pod
 
 OBJECTS = PodObjects(
     secrets={"creds": {"token": "t0k", "bad key": "x"}},
@@ -92,7 +93,9 @@ def test_object_files_decode_and_name_their_faults(tmp_path: Path) -> None:
         load_objects([tmp_path], [])
 
 
-def pod(volumes: list[Any], mounts: list[Any], security: dict[str, Any] | None = None) -> Any:
+def job_with(
+    volumes: list[Any], mounts: list[Any], security: dict[str, Any] | None = None
+) -> dict[str, Any]:
     spec = {"volumes": volumes, "securityContext": security or {},
             "containers": [{"name": "pytorch", "image": "x", "volumeMounts": mounts}]}  # fmt: skip
     manifest = {
@@ -100,7 +103,7 @@ def pod(volumes: list[Any], mounts: list[Any], security: dict[str, Any] | None =
         "metadata": {"name": "j"},
         "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": spec}}}},
     }  # fmt: skip
-    return workload_of(manifest)
+    return manifest
 
 
 @pytest.mark.parametrize(
@@ -118,13 +121,13 @@ def pod(volumes: list[Any], mounts: list[Any], security: dict[str, Any] | None =
     ],
 )  # fmt: skip
 def test_volumes_a_local_run_refuses(volume: Any, mount: Any, error: str) -> None:
-    workload = pod([volume], [{"name": volume["name"], "mountPath": "/m", **mount}])
+    job = job_with([volume], [{"name": volume["name"], "mountPath": "/m", **mount}])
     with pytest.raises(ValueError, match=error):
-        mounted_volumes(workload, "Master", OBJECTS)
+        mounted_volumes(first_pod(job, "Master"), OBJECTS)
 
 
 def test_volumes_a_local_run_mounts() -> None:
-    workload = pod(
+    job = job_with(
         [{"name": "s", "secret": {"secretName": "creds", "defaultMode": 0o400,
                                   "items": [{"key": "token", "path": "t/tok"}]}},
          {"name": "e", "emptyDir": {}}],
@@ -132,7 +135,7 @@ def test_volumes_a_local_run_mounts() -> None:
          {"name": "e", "mountPath": "/scratch"}],
         {"runAsUser": 0},
     )  # fmt: skip
-    given = mounted_volumes(workload, "Master", OBJECTS)
+    given = mounted_volumes(first_pod(job, "Master"), OBJECTS)
     assert [(v.target, v.files, v.mode) for v in given] == [("/secrets", {"t/tok": "t0k"}, 0o400)]
 
 
@@ -140,13 +143,13 @@ def test_processes_refuse_volumes_they_cannot_show(tmp_path: Path) -> None:
     """A plain process sees this machine's files: a pod's mounts need pod sandboxes."""
     from operator_client.backends.local import LocalBackend
 
-    workload = pod(
+    job = job_with(
         [{"name": "h", "secret": {"secretName": "creds"}}],
         [{"name": "h", "mountPath": "/data", "readOnly": True}],
     )
-    container = workload.manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     container["containers"][0]["command"] = ["python3"]
     backend = LocalBackend(tmp_path, pods="process", objects=OBJECTS)
-    findings = backend.check(workload.manifest)
+    findings = backend.check(job)
     errors = [f.message for f in findings if f.level == "error"]
     assert any("volumes at /data need pod sandboxes" in e for e in errors), findings

@@ -16,7 +16,7 @@ import yaml
 from operator_client.backends.local import LocalBackend
 from operator_client.backends.local.admission import admission_findings, level_of, unhonoured
 from operator_client.controlplane import pod_security as pss
-from operator_client.controlplane.workload import workload_of
+from operator_client.controlplane.pod_plan import plan_of
 from operator_client.errors import BadInput
 from operator_client.render import render
 from operator_client.spec import SpecError, load_job
@@ -149,8 +149,8 @@ def test_kctl_trains_own_jobs_pass_restricted(example: Path, operator: str) -> N
     except SpecError as exc:
         first = str(exc).splitlines()[0].split(": error: ", 1)[-1]
         pytest.skip(f"{example.name} is for a PyTorchJob only: {first}")
-    workload = workload_of(manifest)
-    errors = [f for f in admission_findings(workload, "restricted", 10001) if f.level == "error"]
+    plan = plan_of(manifest, level="restricted", default_uid=10001)
+    errors = [f for f in admission_findings(plan) if f.level == "error"]
     if "IPC_LOCK" in yaml.safe_dump(manifest):
         # RDMA needs IPC_LOCK, which baseline refuses too: these pools' namespaces are
         # privileged (the real API server says the same: tests/e2e/test_cluster.py).

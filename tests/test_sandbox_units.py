@@ -22,11 +22,11 @@ from operator_client.backends.local.sandbox.podspec import (
 )
 from operator_client.backends.local.sandbox.relay import loopback_port
 from operator_client.backends.local.sandbox.support import PROCESS, choose
-from operator_client.controlplane.workload import workload_of
+from operator_client.controlplane.pod_plan import plan_of
 from operator_client.render import render
 from operator_client.spec.loader import load_job
 
-from .conftest import job_yaml
+from .conftest import first_pod, job_yaml
 
 
 def manifest(tmp_path: Path, body: str = "") -> dict[str, Any]:
@@ -48,11 +48,12 @@ def test_emptydirs_and_the_memory_limit_come_from_the_manifest(
 ) -> None:
     job = manifest(tmp_path, f"  resources: {resources}\n")
     for replica_type in ("Master", "Worker"):
-        assert set(emptydirs(workload_of(job), replica_type)) == {
+        pod = first_pod(job, replica_type)
+        assert set(emptydirs(pod)) == {
             Tmpfs("/tmp", tmp),
             Tmpfs("/dev/shm", shm),
         }
-        assert memory_limit(workload_of(job), replica_type) == limit
+        assert memory_limit(pod) == limit
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def test_identity_follows_the_security_contexts(
         template["securityContext"].update(pod)
     if container is not None:
         template["containers"][0]["securityContext"].update(container)
-    assert identity(workload_of(job), "Worker") == expected
+    assert identity(first_pod(job, "Worker")) == expected
 
 
 def test_hosts_name_every_pod() -> None:
@@ -131,6 +132,6 @@ def test_process_mode_on_request() -> None:
 def test_hosts_name_a_trainjob_pod_as_its_hostname_and_under_the_jobset_service(
     tmp_path: Path,
 ) -> None:
-    job = workload_of(manifest(tmp_path, "  operator: trainjob\n"))
-    text = hosts_file({"pods-node-0-1": "10.213.1.3"}, job.dns_names)
+    plan = plan_of(manifest(tmp_path, "  operator: trainjob\n"))
+    text = hosts_file({"pods-node-0-1": "10.213.1.3"}, {p.name: p.dns_names for p in plan.pods})
     assert "10.213.1.3\tpods-node-0-1 pods-node-0-1.pods" in text

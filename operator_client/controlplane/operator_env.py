@@ -1,15 +1,15 @@
 """The environment the training-operator (v1.9.4) adds to each replica's containers.
 
 A pure function of the PyTorchJob, replica type and index (docs/OPERATOR_CONTRACT.md). The
-local backend runs replicas with exactly this environment; the runtime's rank discovery
-is tested against it. `address` maps a Service hostname to what a local run can reach
-(identity on a cluster), `port` replaces the container port (free ports on one machine).
+local backend runs replicas with exactly this environment (as processes on one machine,
+with the job's Service names as loopback and a free port: local_env.on_one_machine); the
+runtime's rank discovery is tested against it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..kubeflow import pytorchjob as pj
@@ -23,10 +23,6 @@ def _port(manifest: Mapping[str, Any], replica_type: str) -> int:
                 if port.get("name") == pj.PORT_NAME:
                     return int(port["containerPort"])
     return pj.DEFAULT_PORT
-
-
-def _identity(host: str) -> str:
-    return host
 
 
 def _given(mapping: Mapping[str, Any] | None, key: str) -> Any:
@@ -69,14 +65,7 @@ def nproc_per_node(spec: Mapping[str, Any]) -> str | None:
     return pj.DEFAULT_NPROC_PER_NODE
 
 
-def operator_env(
-    manifest: Mapping[str, Any],
-    replica_type: str,
-    index: int,
-    *,
-    address: Callable[[str], str] = _identity,
-    port: int | None = None,
-) -> dict[str, str]:
+def operator_env(manifest: Mapping[str, Any], replica_type: str, index: int) -> dict[str, str]:
     """Variables appended to the env of every container of one replica pod, in the
     operator's order (setPodEnv, v1.9.4): the Master's variables whenever a Master exists,
     then PET_NPROC_PER_NODE, then the elastic ones or PET_NNODES."""
@@ -89,8 +78,8 @@ def operator_env(
     nproc = nproc_per_node(spec)
     env = {"PYTHONUNBUFFERED": "1"}
     if replicas.get(pj.MASTER) is not None:
-        master_port = port or _port(manifest, pj.MASTER)
-        master = address(pj.pod_name(name, pj.MASTER, 0))
+        master_port = _port(manifest, pj.MASTER)
+        master = pj.pod_name(name, pj.MASTER, 0)
         rank = index + 1 if replica_type == pj.WORKER else index
         # getNprocPerNodeInt: the integer, else 1 ("auto", "gpu", nil, a bad number).
         factor = go_atoi(nproc) if nproc is not None else None
@@ -109,18 +98,13 @@ def operator_env(
         env["PET_NPROC_PER_NODE"] = nproc
     elastic = _given(spec, "elasticPolicy")
     if elastic is not None:
-        env.update(_elastic_env(manifest, elastic, address, port))
+        env.update(_elastic_env(manifest, elastic))
     else:
         env["PET_NNODES"] = str(total)
     return env
 
 
-def _elastic_env(
-    manifest: Mapping[str, Any],
-    elastic: Mapping[str, Any],
-    address: Callable[[str], str],
-    port: int | None,
-) -> dict[str, str]:
+def _elastic_env(manifest: Mapping[str, Any], elastic: Mapping[str, Any]) -> dict[str, str]:
     """ElasticEnvVarGenerator, after setElasticPolicy's defaults (min and max fill each
     other, or both come from the Worker replicas)."""
     name = manifest["metadata"]["name"]
@@ -132,10 +116,10 @@ def _elastic_env(
     host = _given(elastic, "rdzvHost")
     host = pj.pod_name(name, pj.WORKER, 0) if host is None else host
     rdzv_port = _given(elastic, "rdzvPort")
-    rdzv_port = port or (_port(manifest, pj.WORKER) if rdzv_port is None else rdzv_port)
+    rdzv_port = _port(manifest, pj.WORKER) if rdzv_port is None else rdzv_port
     backend = _given(elastic, "rdzvBackend")
     env = {
-        "PET_RDZV_ENDPOINT": f"{address(host) if host else host}:{rdzv_port}",
+        "PET_RDZV_ENDPOINT": f"{host}:{rdzv_port}",
         "PET_RDZV_BACKEND": "c10d" if backend is None else str(backend),
         "PET_NNODES": f"{lo}:{hi}",
     }

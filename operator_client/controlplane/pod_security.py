@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..kubeflow.security import containers, security_context
+
 if TYPE_CHECKING:
     from .workload import Workload
 
@@ -55,20 +57,6 @@ def _plural(singular: str, plural: str, count: int) -> str:
 
 def _quote(items: Iterable[str]) -> str:
     return ", ".join(f'"{item}"' for item in items)
-
-
-def containers(spec: Pod) -> list[Mapping[str, Any]]:
-    """Init, regular and ephemeral containers, in that order (visitor.go)."""
-    return [
-        c
-        for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in spec.get(key) or []
-    ]
-
-
-def security_context(item: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The securityContext of a pod spec or a container ({} when none)."""
-    return item.get("securityContext") or {}
 
 
 def _named(names: list[str]) -> str:

@@ -6,7 +6,7 @@ the env each operator adds, and the lifecycle rules (lifecycle.py) read their po
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +22,6 @@ __all__ = ["Group", "Workload", "WorkloadError", "workload_of"]
 
 # managedBy that hands a job to Kueue's MultiKueue (both operators accept it).
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-
-
-def _identity(host: str) -> str:
-    return host
 
 
 @dataclass(frozen=True)
@@ -118,28 +114,16 @@ class Workload:
                 return dict(container)
         raise WorkloadError(f"{replica_type}: no container named {name!r}")
 
-    def operator_env(
-        self,
-        replica_type: str,
-        index: int,
-        *,
-        address: Callable[[str], str] = _identity,
-        port: int | None = None,
-    ) -> dict[str, str]:
-        """What the operator adds to the trainer container's env of one pod. `address`
-        maps a pod's DNS name to what a local run can reach, `port` replaces the
-        rendezvous port (free ports on one machine)."""
+    def operator_env(self, replica_type: str, index: int) -> dict[str, str]:
+        """What the operator adds to the trainer container's env of one pod."""
         if not self.trainjob:
-            return operator_env(self.manifest, replica_type, index, address=address, port=port)
+            return operator_env(self.manifest, replica_type, index)
         group = self.group(replica_type)
         # Kubernetes sets the completion index of every Indexed Job's pod (JobSet's Jobs
         # are Indexed), with or without a torch policy.
         env = {"JOB_COMPLETION_INDEX": str(index)}
         if group.container in group.torch_targets:
             env |= torch_env(self.name, self.main, index)
-            env["PET_MASTER_ADDR"] = address(env["PET_MASTER_ADDR"])
-            if port is not None:
-                env["PET_MASTER_PORT"] = str(port)
         return env
 
 

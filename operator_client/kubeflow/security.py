@@ -1,7 +1,9 @@
-"""Security contexts that pass Pod Security "restricted" by default."""
+"""Security contexts that pass Pod Security "restricted" by default, and where a pod's
+containers and security contexts are in its spec."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # The trainer image (images/) creates this user. Above 10000, so it never collides with a
@@ -34,3 +36,18 @@ def container_security_context(add_capabilities: tuple[str, ...] = ()) -> dict[s
         "runAsNonRoot": True,
         "capabilities": capabilities,
     }
+
+
+def containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A pod spec's init, regular and ephemeral containers, in that order (the order of
+    Kubernetes' pod visitor, visitor.go)."""
+    return [
+        c
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for c in spec.get(key) or []
+    ]
+
+
+def security_context(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The securityContext of a pod spec or a container ({} when none)."""
+    return item.get("securityContext") or {}

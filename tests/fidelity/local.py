@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_client.controlplane import pod_security as pss
-from operator_client.controlplane.pod_manifests import pod_manifests
-from operator_client.controlplane.workload import WorkloadError, workload_of
+from operator_client.controlplane.pod_plan import plan_of
+from operator_client.controlplane.workload import WorkloadError
 from operator_client.kubeflow.webhook import admission_errors
 
 from ..test_trainer_runtimes import TORCH, runtime
@@ -25,15 +24,15 @@ def local(name: str) -> dict[str, Any]:
     if job["kind"] == "TrainJob" and job["spec"]["runtimeRef"]["name"] == "torch-distributed":
         given.setdefault("torch-distributed", runtime(TORCH))  # installed on the cluster
     try:
-        workload = workload_of(job, given)
+        plan = plan_of(job, given, level=LEVEL)  # the local backend's one plan of the pods
     except WorkloadError as exc:
         return {"refused": str(exc)}
-    refused = pss.group_refusals(workload, LEVEL)
-    # pod_manifests keeps workload.pods()'s order: each pod's replica type is beside it.
+    refused = plan.refused
+    # The plan's Pod objects are in its pods' order: each pod's replica type is beside it.
     pods = [
         project(pod)
-        for pod, (_, replica_type, _) in zip(pod_manifests(workload), workload.pods(), strict=True)
-        if replica_type not in refused
+        for pod, planned in zip(plan.objects, plan.pods, strict=True)
+        if planned.type not in refused
     ]
     if not pods and refused:
         return {"pods": [], "refused_pods": sorted(refused.values())}

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operator_client.controlplane.pod_manifests import pod_manifests
-from operator_client.controlplane.workload import WorkloadError, workload_of
+from operator_client.controlplane.pod_plan import plan_of
+from operator_client.controlplane.workload import WorkloadError
 from operator_client.kubeflow.manifest_files import ManifestFileError
 from operator_client.kubeflow.pod_objects import load_objects
 from operator_client.kubeflow.webhook import admission_errors
@@ -58,10 +58,10 @@ def test_any_trainjob_is_refused_or_becomes_pods(spec: dict[str, Any]) -> None:
     if admission_errors(manifest):
         return
     try:
-        workload = workload_of(manifest, {"torch-distributed": runtime(TORCH)})
+        plan = plan_of(manifest, {"torch-distributed": runtime(TORCH)})
     except WorkloadError:
         return
-    assert pod_manifests(workload)
+    assert plan.objects
 
 
 RUNTIME_FIELDS = ["name", "template", "spec", "containers", "replicas", "parallelism", "torch"]
@@ -102,10 +102,10 @@ def test_any_runtime_is_refused_or_gives_pods(place: str, value: Any) -> None:
         "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x"}},
     }
     try:
-        workload = workload_of(manifest, {"torch-distributed": found})
+        plan = plan_of(manifest, {"torch-distributed": found})
     except WorkloadError:
         return
-    assert pod_manifests(workload)
+    assert plan.objects
 
 
 # A Secret or ConfigMap manifest with anything where the reader looks.

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...controlplane import pod_security as pss
-from ...controlplane.workload import Workload
+from ...controlplane.pod_plan import JobPlan
 from ...errors import BadInput
+from ...kubeflow.security import containers, security_context
 from ..types import Finding
 
 POD_SECURITY_ENV = "KCTL_TRAIN_POD_SECURITY"
@@ -42,7 +43,7 @@ def unhonoured(spec: Mapping[str, Any], main: str = "") -> list[str]:
     init = [str(c.get("name")) for c in spec.get("initContainers") or []]
     if init:
         found.append(f"initContainers {init}: a local pod runs its main container only")
-    pod = pss.security_context(spec)
+    pod = security_context(spec)
     if pod.get("supplementalGroups"):
         found.append("securityContext.supplementalGroups: a local pod gets no supplementary group")
     fs_group = pod.get("fsGroup")
@@ -54,7 +55,7 @@ def unhonoured(spec: Mapping[str, Any], main: str = "") -> list[str]:
     if pod.get("sysctls"):
         found.append("securityContext.sysctls: a local pod's kernel settings are this machine's")
     for where, context in [("pod", pod)] + [
-        (f"container {c.get('name')!r}", pss.security_context(c)) for c in pss.containers(spec)
+        (f"container {c.get('name')!r}", security_context(c)) for c in containers(spec)
     ]:
         added = (context.get("capabilities") or {}).get("add") or []
         if added:
@@ -71,23 +72,19 @@ def unhonoured(spec: Mapping[str, Any], main: str = "") -> list[str]:
     return found
 
 
-def admission_findings(workload: Workload, level: str, default_uid: int) -> list[Finding]:
+def admission_findings(plan: JobPlan) -> list[Finding]:
     """An error for each pod group the API server, the kubelet or a pod sandbox would
     refuse (the first pod of each names it), and which level was enforced."""
-    findings = [Finding("info", f"pod security: {level} (--pod-security)")]
-    refused = pss.group_refusals(workload, level)
-    for group in workload.groups:
-        spec = group.template.get("spec") or {}
-        pod = workload.pod_name(group.type, 0)
-        if group.type in refused:
-            findings.append(Finding("error", refused[group.type], bad_input=True))
+    findings = [Finding("info", f"pod security: {plan.level} (--pod-security)")]
+    for group in plan.groups:
+        if group.type in plan.refused:
+            findings.append(Finding("error", plan.refused[group.type], bad_input=True))
             continue
-        kubelet = pss.kubelet_refusal(pod, workload.namespace, spec, default_uid)
-        if kubelet:
-            message = f"{pod}: CreateContainerConfigError: {kubelet}"
-            findings.append(Finding("error", message, bad_input=True))
+        if group.type in plan.kubelet_refused:
+            findings.append(Finding("error", plan.kubelet_refused[group.type], bad_input=True))
+        pod = next(p for p in plan.pods if p.type == group.type)
         findings += [
-            Finding("error", f"{pod}: not run locally: {why}", bad_input=True)
-            for why in unhonoured(spec, group.container)
+            Finding("error", f"{pod.name}: not run locally: {why}", bad_input=True)
+            for why in unhonoured(pod.spec, group.container)
         ]
     return findings

@@ -4,13 +4,15 @@ The image is not pulled: each replica runs the trainer container's command from 
 installed package, with the container's env and exactly the operator's additions
 (local_env.py). A TrainJob's pods come from the Trainer v2 runtime it names: kctl-train's
 own ClusterTrainingRuntime, built in as a cluster has it installed, one given with
-`--runtime`, or one read from the cluster (controlplane/workload.py).
+`--runtime`, or one read from the cluster; check and submit read one plan of the job's
+pods (controlplane/pod_plan.py).
 A detached supervisor (supervisor.py) owns the processes; this module submits,
 inspects, stops and deletes jobs through their directory (jobdir.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...contract import ImageRoot, Progress
 from ...controlplane import lifecycle as lc
-from ...controlplane.pod_manifests import pod_manifests
-from ...controlplane.workload import Workload, WorkloadError, workload_of
+from ...controlplane.pod_plan import JobPlan, plan_of
+from ...controlplane.workload import Workload, WorkloadError
 from ...errors import BadInput, ClusterError, JobNotFound, LocalJobError
 from ...kubeflow import trainjob as tj
 from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
@@ -100,6 +102,8 @@ class LocalBackend(Backend):
             raise BadInput(f"{MODE_ENV}={self.pods!r}: use one of {', '.join(MODES)}")
         self.image = image
         self.pod_security = level_of(pod_security)
+        # The last check's manifest and environment, plan and findings, for its submit.
+        self._last_check: tuple[Any, tuple[JobPlan | None, list[Finding]]] | None = None
 
     def use_image(self, root: ImageRoot) -> None:
         """12. The replicas run from `root` (in pod sandboxes, the only way to give each
@@ -145,24 +149,42 @@ class LocalBackend(Backend):
         self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
+        return self._checked(manifest, env)[1]
+
+    def _checked(
+        self, manifest: Mapping[str, Any], env: Mapping[str, str]
+    ) -> tuple[JobPlan | None, list[Finding]]:
+        """The job's pod plan (None: it has none here) and the findings on it; a check
+        followed by a submit of the same manifest (Client.apply) builds them once."""
+        key = (json.dumps(manifest, sort_keys=True, default=str), sorted(env.items()))
+        if self._last_check is not None and self._last_check[0] == key:
+            return self._last_check[1]
+        from .sandbox.podspec import DEFAULT_UID  # the spec's quantity parser: see preflight
+
         try:
             borrowed = self._borrow(manifest)
-            workload = workload_of(manifest, self.runtimes)
-            borrowed += self._borrow_objects(workload)
+            plan = plan_of(
+                manifest, self.runtimes, level=self.pod_security, default_uid=DEFAULT_UID
+            )
+            borrowed += self._borrow_objects(plan)
         except ClusterError as exc:
-            return [Finding("error", f"reading from the cluster of --context: {exc}")]
+            return None, [Finding("error", f"reading from the cluster of --context: {exc}")]
         except (WorkloadError, KeyError) as exc:
-            return [Finding("error", f"the local backend cannot run this job: {exc}", True)]
-        return preflight(
-            manifest,
-            workload,
-            borrowed=borrowed,
-            runtimes=self.runtimes,
-            objects=self.objects,
-            pod_security=self.pod_security,
-            requested=self._requested(),
-            env=env,
+            return None, [Finding("error", f"the local backend cannot run this job: {exc}", True)]
+        checked = (
+            plan,
+            preflight(
+                manifest,
+                plan,
+                borrowed=borrowed,
+                runtimes=self.runtimes,
+                objects=self.objects,
+                requested=self._requested(),
+                env=env,
+            ),
         )
+        self._last_check = key, checked
+        return checked
 
     def _borrow(self, manifest: Mapping[str, Any]) -> list[str]:
         """The TrainJob's runtime from the cluster, where neither given nor built in."""
@@ -178,19 +200,19 @@ class LocalBackend(Backend):
         self.runtimes[name] = dict(found)
         return [f"{name} (runtime)"]
 
-    def _borrow_objects(self, workload: Workload) -> list[str]:
+    def _borrow_objects(self, plan: JobPlan) -> list[str]:
         """The Secrets and ConfigMaps the pods read that were not given, from the cluster."""
         if self.lookup is None:
             return []
         borrowed = []
         secrets = {k: dict(v) for k, v in self.objects.secrets.items()}
         configmaps = {k: dict(v) for k, v in self.objects.configmaps.items()}
-        templates = [g.template for g in workload.groups]
+        templates = [g.template for g in plan.groups]
         for kind, name in sorted(references(templates)):
             have = secrets if kind == "Secret" else configmaps
             if name in have:
                 continue
-            found = self.lookup(kind, name, workload.namespace)
+            found = self.lookup(kind, name, plan.namespace)
             if found is not None:
                 have[name] = values_of(found, kind)
                 borrowed.append(f"{kind} {name}")
@@ -206,8 +228,10 @@ class LocalBackend(Backend):
         namespace, name = _names(manifest)
         job = self.job(namespace, name)
         # The contract does not assume a check first: a job that cannot start here is
-        # refused before anything is written.
-        errors = [f for f in self.check(manifest) if f.level == "error"]
+        # refused before anything is written (after Client.apply's check, its result).
+        plan, findings = self._checked(manifest, os.environ)
+        self._last_check = None
+        errors = [f for f in findings if f.level == "error"]
         if any(f.bad_input for f in errors):
             raise BadInput("; ".join(f.message for f in errors))
         if errors:
@@ -219,7 +243,7 @@ class LocalBackend(Backend):
                 if finished
                 else None
             )
-            pods = pod_manifests(workload_of(manifest, self.runtimes))
+            pods = list(plan.objects) if plan else []
             return Submitted(
                 None, "checked", dict(manifest), dry_run=True, how="local", note=note, pods=pods
             )
@@ -244,15 +268,15 @@ class LocalBackend(Backend):
             mode = choose(self._requested(), location.endpoint if location else None)
         except OSError as exc:
             raise LocalJobError(f"{exc}; run as processes with {MODE_ENV}=process") from None
-        workload = workload_of(manifest, self.runtimes)
-        claim_store(manifest, workload, mode.sandboxed)
+        assert plan is not None  # no plan is an error finding, refused above
+        claim_store(manifest, plan, mode.sandboxed)
         shutil.rmtree(job.path, ignore_errors=True)
         job.path.mkdir(parents=True)
         write_json(job.manifest_file, manifest)
         if self.objects.secrets or self.objects.configmaps:
             write_json(job.objects_file, self.objects.to_json())
             job.objects_file.chmod(0o600)  # Secrets' values
-        if workload.trainjob and manifest["spec"]["runtimeRef"]["name"] in self.runtimes:
+        if plan.trainjob and manifest["spec"]["runtimeRef"]["name"] in self.runtimes:
             write_json(job.runtime_file, self.runtimes[manifest["spec"]["runtimeRef"]["name"]])
         save_mode(job, mode, self.image)
         with job.supervisor_log.open("wb") as log:

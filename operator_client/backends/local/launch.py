@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from ...contract import ImageRoot
 from ...controlplane.lifecycle import ReplicaState
-from ...controlplane.workload import Workload
+from ...controlplane.pod_plan import JobPlan
 from .jobdir import JobDir, write_json
 from .local_env import LOOPBACK, replica_command, replica_env
 from .pods_base import Launch, Pods, bindir
@@ -44,8 +44,8 @@ class ProcessPods(Pods):
     """Replicas as processes of this machine: one loopback (a free rendezvous port, the
     Service names mapped to 127.0.0.1), a private TMPDIR each, the caller's user."""
 
-    def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
-        super().__init__(job, workload, mode)
+    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode) -> None:
+        super().__init__(job, plan, mode)
         self.port = free_port()
 
     def launch(
@@ -53,13 +53,19 @@ class ProcessPods(Pods):
     ) -> Launch:
         tmp = self.job.tmp(replica.name)
         tmp.mkdir(parents=True, exist_ok=True)
+        pod = self.plan.pod(replica.name)
         full = replica_env(
-            self.workload, replica, port=self.port, base=env, tmpdir=tmp, objects=self.objects
+            pod,
+            hosts=self.plan.hosts,
+            port=self.port,
+            base=env,
+            tmpdir=tmp,
+            objects=self.objects,
         )
         full.update(extra)
         # The caller's directory plays the image's WORKDIR: its modules are importable.
         full["PYTHONPATH"] = host_pythonpath(env)
-        command = replica_command(self.workload.container(replica.type), bindir())
+        command = replica_command(pod.container, bindir())
         return command, full
 
 
@@ -67,11 +73,11 @@ def host_pythonpath(env: Mapping[str, str]) -> str:
     return os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
 
 
-def pods_for(job: JobDir, workload: Workload) -> Pods:
+def pods_for(job: JobDir, plan: JobPlan) -> Pods:
     """The job's way of running, as submitted."""
     mode, image = load_mode(job)
     if not mode.sandboxed:
-        return ProcessPods(job, workload, mode)
+        return ProcessPods(job, plan, mode)
     from .sandbox.pods import SandboxPods
 
-    return SandboxPods(job, workload, mode, image)
+    return SandboxPods(job, plan, mode, image)

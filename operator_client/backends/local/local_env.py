@@ -1,7 +1,8 @@
 """What one replica process of a local run gets: the trainer container's command and env
 as the kubelet resolves them, plus exactly the variables its operator adds (the
-training-operator's or Trainer v2's torch plugin: controlplane/workload.py); as plain
-processes, the names of this job's pods map to loopback.
+training-operator's or Trainer v2's torch plugin, read from the job's pod plan:
+controlplane/pod_plan.py); as plain processes, the names of this job's pods map to
+loopback and the rendezvous port is a free one of this machine.
 
 Pure functions; the supervisor starts the processes.
 """
@@ -13,9 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...controlplane.lifecycle import ReplicaState
 from ...controlplane.pod_env import PodEnvError, resolve_env
-from ...controlplane.workload import Workload
+from ...controlplane.pod_plan import PodPlan
 from ...kubeflow.pod_objects import PodObjects
 
 # Variables of the caller's shell that would confuse a replica's torchrun or runtime:
@@ -38,14 +38,37 @@ LOOPBACK = "127.0.0.1"
 POD_TMP = "/tmp"
 
 
-def loopback_for(workload: Workload) -> Callable[[str], str]:
-    """Map the names of this job's pods to loopback; other hosts stay as they are."""
-    names = {n for pod, _, _ in workload.pods() for n in workload.dns_names(pod)}
+# The operator's variables that name the rendezvous host, and its port (operator_env.py,
+# trainjob_pods.py); PET_RDZV_ENDPOINT holds both, as host:port.
+RENDEZVOUS_HOSTS = ("MASTER_ADDR", "PET_MASTER_ADDR")
+RENDEZVOUS_PORTS = ("MASTER_PORT", "PET_MASTER_PORT")
+RENDEZVOUS_ENDPOINT = "PET_RDZV_ENDPOINT"
+
+
+def loopback_for(hosts: frozenset[str]) -> Callable[[str], str]:
+    """Map `hosts`, the names of this job's pods, to loopback; other hosts stay as they are."""
 
     def address(host: str) -> str:
-        return LOOPBACK if host in names else host
+        return LOOPBACK if host in hosts else host
 
     return address
+
+
+def on_one_machine(env: Mapping[str, str], hosts: frozenset[str], port: int) -> dict[str, str]:
+    """The operator's env of a pod for processes sharing this machine: the names of the
+    job's pods (`hosts`) as loopback, `port` as the rendezvous port."""
+    address = loopback_for(hosts)
+    out = dict(env)
+    for key in RENDEZVOUS_HOSTS:
+        if key in out:
+            out[key] = address(out[key])
+    for key in RENDEZVOUS_PORTS:
+        if key in out:
+            out[key] = str(port)
+    if RENDEZVOUS_ENDPOINT in out:
+        host = out[RENDEZVOUS_ENDPOINT].rpartition(":")[0]
+        out[RENDEZVOUS_ENDPOINT] = f"{address(host)}:{port}"
+    return out
 
 
 # The only Secret keys a local run may take from the caller's environment: the store's
@@ -83,44 +106,42 @@ def pod_objects(
 
 
 def replica_env(
-    workload: Workload,
-    replica: ReplicaState,
+    pod: PodPlan,
     *,
     base: Mapping[str, str],
+    hosts: frozenset[str] = frozenset(),
     port: int | None = None,
     tmpdir: Path | None = None,
     pod_ip: str | None = None,
     secrets: Mapping[str, str] | None = None,
     objects: PodObjects | None = None,
 ) -> dict[str, str]:
-    """The environment of one replica's process.
+    """The environment of one replica's process, the pod `pod` of the job's plan.
 
     `base` is what the container starts with (as processes: the caller's environment,
     without LEAKY_PREFIXES; in a pod sandbox: the image's, host_view.image_env); the
     Secrets and ConfigMaps it references are `objects`, else Secrets' keys are read from
     `secrets` (default `base`).
-    As processes sharing this machine (no `pod_ip`): Service names map to loopback,
-    `port` replaces the rendezvous port, `tmpdir` stands in for the pod's own /tmp
-    (TMPDIR, and HOME when the container points HOME there). In a pod sandbox
-    (`pod_ip`, its own address): Service names resolve through the sandbox's
+    As processes sharing this machine (`port`, no `pod_ip`): `hosts`, the names of the
+    job's pods, map to loopback, `port` replaces the rendezvous port, `tmpdir` stands in
+    for the pod's own /tmp (TMPDIR, and HOME when the container points HOME there). In a
+    pod sandbox (`pod_ip`, its own address): Service names resolve through the sandbox's
     /etc/hosts and /tmp is the pod's own, as on a cluster."""
-    container = workload.container(replica.type)
     inherited = {k: v for k, v in base.items() if not k.startswith(LEAKY_PREFIXES)}
-    sandboxed = pod_ip is not None
-    address = str if sandboxed else loopback_for(workload)
+    operator = pod.operator_env if port is None else on_one_machine(pod.operator_env, hosts, port)
     env = {
         **inherited,
         **resolve_env(
-            container,
+            pod.container,
             pod_ip=pod_ip or LOOPBACK,
             objects=pod_objects(
-                container, base if secrets is None else secrets, objects or PodObjects()
+                pod.container, base if secrets is None else secrets, objects or PodObjects()
             ),
-            fields=workload.pod_fields(replica.type, replica.index),
+            fields=pod.fields,
         ),
-        **workload.operator_env(replica.type, replica.index, address=address, port=port),
+        **operator,
     }
-    env["HOSTNAME"] = replica.name  # as the container runtime sets it: the pod's hostname
+    env["HOSTNAME"] = pod.name  # as the container runtime sets it: the pod's hostname
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
         if env.get("HOME") == POD_TMP:

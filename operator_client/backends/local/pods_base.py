@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...contract import KILL
-from ...controlplane import lifecycle as lc
 from ...controlplane.lifecycle import ReplicaState
-from ...controlplane.workload import Workload
+from ...controlplane.pod_plan import JobPlan
 from ..types import Fault
 from . import pod_processes
 from .jobdir import JobDir
@@ -24,8 +23,8 @@ Launch = tuple[list[str], dict[str, str]]
 class Pods(ABC):
     """The replicas' way of running, for the supervisor."""
 
-    def __init__(self, job: JobDir, workload: Workload, mode: PodsMode) -> None:
-        self.job, self.workload, self.mode = job, workload, mode
+    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode) -> None:
+        self.job, self.plan, self.mode = job, plan, mode
         self.objects = job.objects()  # the Secrets and ConfigMaps given at submit
 
     @abstractmethod
@@ -43,7 +42,7 @@ class Pods(ABC):
         return None, None
 
     def _known(self, replica: str) -> None:
-        names = [r.name for r in lc.replicas_of(self.workload)]
+        names = [pod.name for pod in self.plan.pods]
         if replica not in names:
             raise ValueError(f"no replica {replica!r} (replicas: {', '.join(names)})")
 

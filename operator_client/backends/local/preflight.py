@@ -1,7 +1,8 @@
-"""What a local start needs, checked before anything starts (Backend.check): the workload
-fits this machine (replicas, processes, memory), its pods are admitted at the namespace's
-Pod Security level, its commands, env, volumes and store are usable here; and at the start
-the job's file:// store claimed (claim_store)."""
+"""What a local start needs, checked before anything starts (Backend.check), read from
+the job's pod plan (controlplane/pod_plan.py): its pods fit this machine (replicas,
+processes, memory), are admitted at the namespace's Pod Security level, and their
+commands, env, volumes and store are usable here; and at the start the job's file://
+store claimed (claim_store)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...controlplane import lifecycle as lc
 from ...controlplane.pod_env import PodEnvError
-from ...controlplane.workload import Workload, WorkloadError
+from ...controlplane.pod_plan import JobPlan, PodPlan, unresolved
 from ...errors import BadInput
 from ...kubeflow.pod_objects import PodObjects
 from ...storage import StoreError, open_store
 from ..types import Finding, StorageLocation
 from . import file_store
 from .admission import admission_findings
-from .local_env import replica_command, replica_env
+from .local_env import LOOPBACK, pod_objects, replica_command
 from .sandbox.relay import loopback_port
 from .sandbox.support import MODE_ENV, choose
 from .supervisor import restart_delays
@@ -31,21 +31,19 @@ MAX_REPLICAS = 64
 
 def preflight(
     manifest: Mapping[str, Any],
-    workload: Workload,
+    plan: JobPlan,
     *,
     borrowed: list[str],
     runtimes: Mapping[str, Any],
     objects: PodObjects,
-    pod_security: str,
     requested: str,
     env: Mapping[str, str],
 ) -> list[Finding]:
-    """Every finding on `workload` (of `manifest`): `borrowed` what was read from the
-    cluster for it, `runtimes` and `objects` what it may use, `pod_security` the level
-    its pods are admitted at, `requested` the replicas' mode (sandbox, process, auto),
-    `env` the environment the replicas start from."""
-    bindir = Path(sys.executable).parent
-    count = workload.count
+    """Every finding on the pods of `plan` (of `manifest`), read from the plan: `borrowed`
+    what was read from the cluster for it, `runtimes` and `objects` what it may use,
+    `requested` the replicas' mode (sandbox, process, auto), `env` the environment the
+    replicas start from."""
+    count = len(plan.pods)
     if count > MAX_REPLICAS:
         return [
             Finding(
@@ -57,19 +55,19 @@ def preflight(
         ]
     # Here, not at the top: the pod description reads quantities with the spec's
     # parser (pydantic), which the commands that only look at jobs never load.
-    from .sandbox.podspec import DEFAULT_UID, ephemeral_limit
+    from .sandbox.podspec import ephemeral_limit
 
     findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
-    findings += admission_findings(workload, pod_security, DEFAULT_UID)
-    if workload.trainjob:
+    findings += admission_findings(plan)
+    if plan.trainjob:
         ref = manifest["spec"]["runtimeRef"]["name"]
         given = "given with --runtime" if ref in runtimes else "built in"
         given = "from the cluster" if f"{ref} (runtime)" in borrowed else given
-        groups = ", ".join(f"{g.type} ({g.count})" for g in workload.groups)
+        groups = ", ".join(f"{g.type} ({g.count})" for g in plan.groups)
         findings.append(
             Finding("info", f"runtime: {ref} ({given}); replicated Jobs in order: {groups}")
         )
-    too_many = _process_problem(workload)
+    too_many = _process_problem(plan)
     if too_many:
         findings.append(Finding("error", too_many, bad_input=True))
     try:
@@ -99,26 +97,38 @@ def preflight(
         findings.append(Finding("info", f"replicas: {mode.describe()}; {mode.detail()}"))
     except OSError as exc:
         findings.append(Finding("error", f"{exc}; run as processes with {MODE_ENV}=process"))
-    findings += _volume_findings(workload, objects, sandboxed)
-    for group in workload.groups:
+    findings += _volume_findings(plan, objects, sandboxed)
+    for pod in _first_pods(plan):
         try:
-            ephemeral_limit(workload, group.type, env)
+            ephemeral_limit(pod, env)
         except ValueError as exc:
-            findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
-    for replica in lc.replicas_of(workload):
-        try:
-            replica_command(workload.container(replica.type), bindir)
-            replica_env(
-                workload,
-                replica,
-                port=0,
-                base=env,
-                tmpdir=Path("/nonexistent"),
-                objects=objects,
-            )
-        except (PodEnvError, WorkloadError) as exc:
-            findings.append(Finding("error", f"{replica.name}: {exc}", bad_input=True))
+            findings.append(Finding("error", f"{pod.type}: {exc}", bad_input=True))
+    findings += _env_findings(plan, objects, env)
     return findings
+
+
+def _first_pods(plan: JobPlan) -> list[PodPlan]:
+    """The first pod of each group: every pod of a group has the same template."""
+    return [pod for pod in plan.pods if pod.index == 0]
+
+
+def _env_findings(plan: JobPlan, objects: PodObjects, env: Mapping[str, str]) -> list[Finding]:
+    """A pod whose command is not here, or whose env the kubelet could not resolve."""
+    bindir = Path(sys.executable).parent
+    problems: dict[str, str] = {}
+    given: dict[str, PodObjects] = {}
+    for pod in plan.pods:
+        try:
+            replica_command(pod.container, bindir)
+            given[pod.name] = pod_objects(pod.container, env, objects)
+        except PodEnvError as exc:
+            problems[pod.name] = str(exc)
+    problems |= unresolved(plan, given, LOOPBACK)
+    return [
+        Finding("error", f"{pod.name}: {problems[pod.name]}", bad_input=True)
+        for pod in plan.pods
+        if pod.name in problems
+    ]
 
 
 # A torchrun agent or worker with torch imported holds at least this much memory: this
@@ -136,23 +146,23 @@ def _available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _volume_findings(workload: Workload, objects: PodObjects, sandboxed: bool) -> list[Finding]:
+def _volume_findings(plan: JobPlan, objects: PodObjects, sandboxed: bool) -> list[Finding]:
     """Volumes a local run cannot mount, or cannot mount this way (processes mount none)."""
     from .sandbox.podspec import mounted_volumes
 
     findings = []
-    for group in workload.groups:
+    for pod in _first_pods(plan):
         try:
-            given = mounted_volumes(workload, group.type, objects)
+            given = mounted_volumes(pod, objects)
         except ValueError as exc:
-            findings.append(Finding("error", f"{group.type}: {exc}", bad_input=True))
+            findings.append(Finding("error", f"{pod.type}: {exc}", bad_input=True))
             continue
         targets = [v.target for v in given]
         if targets and not sandboxed:
             findings.append(
                 Finding(
                     "error",
-                    f"{group.type}: volumes at {', '.join(targets)} need pod sandboxes (a plain "
+                    f"{pod.type}: volumes at {', '.join(targets)} need pod sandboxes (a plain "
                     "process sees this machine's files, not the pod's volumes); run as root "
                     f"without {MODE_ENV}=process",
                     bad_input=True,
@@ -180,13 +190,13 @@ def _endpoint_findings(location: StorageLocation | None) -> list[Finding]:
     return []
 
 
-def _process_problem(workload: Workload) -> str | None:
+def _process_problem(plan: JobPlan) -> str | None:
     """Why this machine cannot run the job's processes (None: it can): every replica is
     a torchrun agent and its workers, all on this machine."""
     total = 0
-    for group in workload.groups:
-        nproc = workload.operator_env(group.type, 0).get("PET_NPROC_PER_NODE", "1")
-        total += group.count * (1 + (int(nproc) if nproc.isdigit() else 1))
+    for pod in plan.pods:
+        nproc = pod.operator_env.get("PET_NPROC_PER_NODE", "1")
+        total += 1 + (int(nproc) if nproc.isdigit() else 1)
     capacity = _available_memory() // PROCESS_MEMORY_FLOOR
     if total > capacity:
         return (
@@ -198,7 +208,7 @@ def _process_problem(workload: Workload) -> str | None:
     return None
 
 
-def claim_store(manifest: Mapping[str, Any], workload: Workload, sandboxed: bool) -> None:
+def claim_store(manifest: Mapping[str, Any], plan: JobPlan, sandboxed: bool) -> None:
     """Make the job's file:// store one of kctl-train's, and in pod sandboxes its run
     directory the pods' own (BadInput saying why not)."""
     location = StorageLocation.of(manifest)
@@ -209,10 +219,11 @@ def claim_store(manifest: Mapping[str, Any], workload: Workload, sandboxed: bool
     try:
         file_store.claim(store)
         if sandboxed:
-            from .sandbox.podspec import identity
+            from .sandbox.podspec import DEFAULT_UID, identity
             from .sandbox.userns import host_id
 
-            uid, gid, _ = identity(workload, workload.main.type)
+            main = next((p for p in plan.pods if p.type == plan.main), None)
+            uid, gid, _ = identity(main) if main else (DEFAULT_UID, DEFAULT_UID, True)
             file_store.run_directory(run, store, host_id(uid), host_id(gid))
     except file_store.StoreRefused as exc:
         raise BadInput(f"storage file://{store}: a local run cannot use it: {exc}") from None

@@ -24,7 +24,7 @@ from typing import Any
 from ...contract import TERMINATION_LOG_ENV
 from ...controlplane import lifecycle as lc
 from ...controlplane.pod_env import PodEnvError
-from ...controlplane.workload import Workload
+from ...controlplane.pod_plan import JobPlan, plan_of
 from ...untrusted import read_tail
 from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes
@@ -65,9 +65,9 @@ class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
         self.manifest = job.manifest()
-        self.workload = job.workload(self.manifest)
-        self.policy = lc.Policy.of(self.workload)
-        self.replicas = {r.name: r for r in lc.replicas_of(self.workload)}
+        self.plan = plan_of(job.workload(self.manifest))  # what every pod runs, built once
+        self.policy = lc.Policy.of(self.plan.workload)
+        self.replicas = {r.name: r for r in lc.replicas_of(self.plan.workload)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.restart_at: dict[str, float] = {}
         self.conditions: list[lc.ConditionState] = []
@@ -84,7 +84,7 @@ class Supervisor:
         self.stop_requested = False
         self.kill_requested = False
         self._written: dict[str, Any] | None = None
-        self.run_dir, self.storage_limit = _storage_budget(self.workload, self.replicas, env)
+        self.run_dir, self.storage_limit = _storage_budget(self.plan, env)
         self.measure_at = 0.0
 
     # signals
@@ -105,7 +105,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         try:
-            self.pods = pods_for(self.job, self.workload)
+            self.pods = pods_for(self.job, self.plan)
             self._supervise()
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
@@ -146,7 +146,7 @@ class Supervisor:
         could not start: the job has failed, its replicas are ended."""
         try:
             for group in lc.startable(
-                self.workload.groups, self.replicas.values(), self.started_groups
+                self.plan.groups, self.replicas.values(), self.started_groups
             ):
                 self.started_groups.append(group)
                 for replica in self.replicas.values():
@@ -414,18 +414,16 @@ class Supervisor:
             self._written = body
 
 
-def _storage_budget(
-    workload: Workload, replicas: Mapping[str, lc.ReplicaState], env: Mapping[str, str]
-) -> tuple[Path | None, int]:
+def _storage_budget(plan: JobPlan, env: Mapping[str, str]) -> tuple[Path | None, int]:
     """The job's run directory on this machine's disk (None: its store is not file://)
     and the bytes its pods may write there: the sum of their ephemeral-storage limits."""
     # Here: backend.py imports this module, and the pod description loads the spec's
     # quantity parser (pydantic), which the commands that only look at jobs never load.
     from .sandbox.podspec import ephemeral_limit
 
-    location = StorageLocation.of(workload.manifest)
+    location = StorageLocation.of(plan.workload.manifest)
     roots = file_store.roots(location.root) if location else None
-    limit = sum(ephemeral_limit(workload, r.type, env) for r in replicas.values())
+    limit = sum(ephemeral_limit(pod, env) for pod in plan.pods)
     return (roots[1] if roots else None), limit
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ....contract import HEAL, KILL, PARTITION, SLOW, ImageRoot
 from ....controlplane import lifecycle as lc
-from ....controlplane.workload import Workload
+from ....controlplane.pod_plan import JobPlan, PodPlan
 from ....runstore.location import home
 from ...types import Fault, StorageLocation
 from .. import file_store
@@ -45,19 +45,18 @@ SHIM = "operator_client.backends.local.sandbox.shim"
 
 
 class SandboxPods(Pods):
-    def __init__(
-        self, job: JobDir, workload: Workload, mode: PodsMode, image: ImageRoot | None
-    ) -> None:
-        super().__init__(job, workload, mode)
+    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode, image: ImageRoot | None) -> None:
+        super().__init__(job, plan, mode)
         self.image = image
-        names = [r.name for r in lc.replicas_of(workload)]
+        names = [pod.name for pod in plan.pods]
         self.network = PodNetwork.make(job.path, names)
-        hosts = hosts_file(self.network.addresses(), workload.dns_names)
+        dns_names = {pod.name: pod.dns_names for pod in plan.pods}
+        hosts = hosts_file(self.network.addresses(), dns_names)
         self.files = {
             "/etc/hosts": self._file("hosts", hosts),
             "/etc/resolv.conf": self._file("resolv.conf", RESOLV_CONF),
         }
-        location = StorageLocation.of(workload.manifest)
+        location = StorageLocation.of(plan.workload.manifest)
         port = loopback_port(location.endpoint) if location else None
         self.relay = (
             LoopbackRelay(port, [self.network.netns_path(n) for n in names]) if port else None
@@ -82,12 +81,12 @@ class SandboxPods(Pods):
         run_dir = file_store.run_directory(run, store, host_id(uid), host_id(gid))
         return [Bind(str(run_dir), writable=True)]
 
-    def _mounted(self, pod: str, replica_type: str) -> list[Volume]:
+    def _mounted(self, pod: PodPlan) -> list[Volume]:
         """The container's configMap and secret volumes; the objects' files are written
         afresh for each start, as the kubelet projects them."""
         volumes = []
-        for volume in mounted_volumes(self.workload, replica_type, self.objects):
-            directory = self.job.pod_dir(pod) / "volumes" / volume.name
+        for volume in mounted_volumes(pod, self.objects):
+            directory = self.job.pod_dir(pod.name) / "volumes" / volume.name
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True)
             directory.chmod(0o755)
@@ -110,15 +109,16 @@ class SandboxPods(Pods):
     def launch(
         self, replica: lc.ReplicaState, env: Mapping[str, str], extra: Mapping[str, str]
     ) -> Launch:
-        uid, gid, read_only = identity(self.workload, replica.type)
-        container = self.workload.container(replica.type)
+        planned = self.plan.pod(replica.name)
+        uid, gid, read_only = identity(planned)
+        container = planned.container
         pod_dir = self.job.pod_dir(replica.name)
         (pod_dir / "root").mkdir(parents=True, exist_ok=True)
         termination = self.job.termination_log(replica.name)
         termination.touch()
         os.chown(termination, host_id(uid), host_id(gid))
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
-        volumes = self._mounted(replica.name, replica.type)
+        volumes = self._mounted(planned)
         address = self.network.address(replica.name)
         # The pod's env is its image's and its manifest's, never the caller's shell.
         identity_needed = self.s3 and not any(
@@ -135,9 +135,7 @@ class SandboxPods(Pods):
             command = replica_command(container, bindir())
             binds += view.binds
             workdir = os.getcwd()
-        pod_env = replica_env(
-            self.workload, replica, base=base, pod_ip=address, secrets=env, objects=self.objects
-        )
+        pod_env = replica_env(planned, base=base, pod_ip=address, secrets=env, objects=self.objects)
         if view is not None:
             # The working directory plays the image's WORKDIR: its modules are importable.
             pod_env["PYTHONPATH"] = os.getcwd()
@@ -152,22 +150,22 @@ class SandboxPods(Pods):
             uid=uid,
             gid=gid,
             read_only_root=read_only,
-            tmpfs=emptydirs(self.workload, replica.type),
+            tmpfs=emptydirs(planned),
             binds=tuple(binds),
             files=self.files,
             workdir=workdir,
-            memory_limit=memory_limit(self.workload, replica.type),
+            memory_limit=memory_limit(planned),
             cgroup_name=self.network.netns(replica.name),
             termination_log=str(termination),
             env=pod_env,
             command=tuple(command),
             links=view.links if view else {},
             hidden=view.hidden if view else (),
-            devices=gpu_devices(self.workload, replica.type),
-            seccomp=seccomp_profile(self.workload, replica.type),
+            devices=gpu_devices(planned),
+            seccomp=seccomp_profile(planned),
             volumes=tuple(volumes),
-            cpu_limit=cpu_limit(self.workload, replica.type),
-            ephemeral_limit=ephemeral_limit(self.workload, replica.type, env),
+            cpu_limit=cpu_limit(planned),
+            ephemeral_limit=ephemeral_limit(planned, env),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())

@@ -1,5 +1,5 @@
-"""What one replica's pod sandbox is, computed from the rendered job's pods
-(controlplane/workload.py): a pure function, serialised to JSON for the shim (shim.py)
+"""What one replica's pod sandbox is, computed from its pod in the job's plan
+(controlplane/pod_plan.py): a pure function, serialised to JSON for the shim (shim.py)
 that builds it.
 
 Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
@@ -12,11 +12,11 @@ a hostname that is the pod's name, and an address of its own. The sandbox maps e
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ....controlplane.workload import Workload
+from ....controlplane.pod_plan import PodPlan
 from ....kubeflow.pod_objects import PodObjects
 from ....spec.k8s_names import label_problem
 from ....spec.units import parse_quantity
@@ -112,12 +112,12 @@ def _bytes(quantity: str | None) -> int | None:
     return int(parse_quantity(quantity)) if quantity else None
 
 
-def emptydirs(workload: Workload, replica_type: str) -> tuple[Tmpfs, ...]:
+def emptydirs(pod: PodPlan) -> tuple[Tmpfs, ...]:
     """The container's emptyDir mounts as tmpfs, each with its sizeLimit (a disk-backed
     emptyDir has no size of its own: it gets the container's memory limit, which a
     tmpfs counts against anyway)."""
-    template = workload.pod_spec(replica_type)
-    container = workload.container(replica_type)
+    template = pod.spec
+    container = pod.container
     limit = _bytes(container.get("resources", {}).get("limits", {}).get("memory"))
     volumes = {v["name"]: v for v in template.get("volumes", [])}
     mounts = []
@@ -129,15 +129,13 @@ def emptydirs(workload: Workload, replica_type: str) -> tuple[Tmpfs, ...]:
     return tuple(mounts)
 
 
-def mounted_volumes(
-    workload: Workload, replica_type: str, objects: PodObjects
-) -> list[ObjectVolume]:
+def mounted_volumes(pod: PodPlan, objects: PodObjects) -> list[ObjectVolume]:
     """The container's configMap and secret mounts with the files each holds (keys, or
     `items` to paths). ValueError for a volume or key whose name the API server would
     refuse, an item path that leaves its volume, a volume kind a local run does not mount
     (a hostPath never reaches here: Pod Security admission refuses it), or an object not
     given."""
-    template = workload.pod_spec(replica_type)
+    template = pod.spec
     volumes = {}
     for volume in template.get("volumes") or []:
         problem = label_problem(volume.get("name"), "volume name")
@@ -145,7 +143,7 @@ def mounted_volumes(
             raise ValueError(problem)
         volumes[volume["name"]] = volume
     given: list[ObjectVolume] = []
-    for mount in workload.container(replica_type).get("volumeMounts") or []:
+    for mount in pod.container.get("volumeMounts") or []:
         volume = volumes.get(mount["name"])
         if volume is None:
             raise ValueError(f"volumeMount {mount['name']!r}: the pod has no such volume")
@@ -183,29 +181,29 @@ def mounted_volumes(
     return given
 
 
-def cpu_limit(workload: Workload, replica_type: str) -> float | None:
+def cpu_limit(pod: PodPlan) -> float | None:
     """The container's CPU limit in CPUs (None: none)."""
-    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
+    limits = pod.container.get("resources", {}).get("limits", {})
     return float(parse_quantity(str(limits["cpu"]))) if limits.get("cpu") else None
 
 
-def identity(workload: Workload, replica_type: str) -> tuple[int, int, bool]:
+def identity(pod: PodPlan) -> tuple[int, int, bool]:
     """uid, gid and whether the root filesystem is read-only, from the security contexts
     (the container's wins over the pod's, as in Kubernetes)."""
-    pod = workload.pod_spec(replica_type).get("securityContext", {})
-    container = workload.container(replica_type).get("securityContext", {})
-    uid = int(container.get("runAsUser", pod.get("runAsUser", DEFAULT_UID)))
-    gid = int(container.get("runAsGroup", pod.get("runAsGroup", uid)))
+    pod_context = pod.spec.get("securityContext", {})
+    container = pod.container.get("securityContext", {})
+    uid = int(container.get("runAsUser", pod_context.get("runAsUser", DEFAULT_UID)))
+    gid = int(container.get("runAsGroup", pod_context.get("runAsGroup", uid)))
     return uid, gid, bool(container.get("readOnlyRootFilesystem", False))
 
 
-def seccomp_profile(workload: Workload, replica_type: str) -> str:
+def seccomp_profile(pod: PodPlan) -> str:
     """The container's seccomp profile type (the container's wins over the pod's; none:
     Unconfined, Kubernetes' default). ValueError for a Localhost profile: it names a file on
     the cluster's nodes."""
-    pod = workload.pod_spec(replica_type).get("securityContext", {})
-    container = workload.container(replica_type).get("securityContext", {})
-    profile = container.get("seccompProfile") or pod.get("seccompProfile") or {}
+    pod_context = pod.spec.get("securityContext", {})
+    container = pod.container.get("securityContext", {})
+    profile = container.get("seccompProfile") or pod_context.get("seccompProfile") or {}
     kind = str(profile.get("type", UNCONFINED))
     if kind not in (RUNTIME_DEFAULT, UNCONFINED):
         raise ValueError(
@@ -215,10 +213,10 @@ def seccomp_profile(workload: Workload, replica_type: str) -> str:
     return kind
 
 
-def gpu_devices(workload: Workload, replica_type: str, dev: Path = Path("/dev")) -> tuple[str, ...]:
+def gpu_devices(pod: PodPlan, dev: Path = Path("/dev")) -> tuple[str, ...]:
     """The GPU device nodes a container that requests GPUs gets (what the device plugin
     mounts): NVIDIA's and the DRI render nodes of this machine."""
-    resources = workload.container(replica_type).get("resources", {})
+    resources = pod.container.get("resources", {})
     wanted = {**resources.get("requests", {}), **resources.get("limits", {})}
     if not any("gpu" in name.lower() and str(count) not in ("0", "") for name, count in
                wanted.items()):  # fmt: skip
@@ -233,11 +231,11 @@ EPHEMERAL_ENV = "KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE"
 DEFAULT_EPHEMERAL = "20Gi"
 
 
-def ephemeral_limit(workload: Workload, replica_type: str, env: Mapping[str, str]) -> int:
+def ephemeral_limit(pod: PodPlan, env: Mapping[str, str]) -> int:
     """The container's `resources.limits.ephemeral-storage` in bytes, else the local
     default ($KCTL_TRAIN_LOCAL_EPHEMERAL_STORAGE, else 20Gi). ValueError for a quantity
     that is not one."""
-    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
+    limits = pod.container.get("resources", {}).get("limits", {})
     given = limits.get("ephemeral-storage")
     text = str(given) if given is not None else env.get(EPHEMERAL_ENV) or DEFAULT_EPHEMERAL
     try:
@@ -247,8 +245,8 @@ def ephemeral_limit(workload: Workload, replica_type: str, env: Mapping[str, str
         raise ValueError(f"{where}={text!r} is not a quantity (e.g. 20Gi)") from None
 
 
-def memory_limit(workload: Workload, replica_type: str) -> int | None:
-    limits = workload.container(replica_type).get("resources", {}).get("limits", {})
+def memory_limit(pod: PodPlan) -> int | None:
+    limits = pod.container.get("resources", {}).get("limits", {})
     return _bytes(limits.get("memory"))
 
 
@@ -259,13 +257,14 @@ RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
 
 
 def hosts_file(
-    addresses: Mapping[str, str], dns_names: Callable[[str], tuple[str, ...]] = lambda p: (p,)
+    addresses: Mapping[str, str], dns_names: Mapping[str, tuple[str, ...]] | None = None
 ) -> str:
     """/etc/hosts of every sandbox: each pod's names to its address, as the cluster's DNS
-    answers (a PyTorchJob's per-replica Services; a TrainJob pod's hostname and
-    `<hostname>.<job>` under the JobSet's headless Service)."""
+    answers (`dns_names` by pod, else the pod's name: a PyTorchJob's per-replica Services;
+    a TrainJob pod's hostname and `<hostname>.<job>` under the JobSet's headless Service)."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     lines += [
-        f"{address}\t{' '.join(dns_names(pod))}" for pod, address in sorted(addresses.items())
+        f"{address}\t{' '.join((dns_names or {}).get(pod, (pod,)))}"
+        for pod, address in sorted(addresses.items())
     ]
     return "\n".join(lines) + "\n"
