@@ -704,7 +704,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if "type" not in wanted or e.get("type") == wanted["type"]
             ]
             return self._send(200, {"kind": "EventList", "items": items, "metadata": {}})
-        if (kind, name) in s.objects:
+        if name is not None and (kind, name) in s.objects:
             return self._send(200, s.objects[(kind, name)])
         known = s.secrets if kind == "secrets" else s.service_accounts
         if name in known:

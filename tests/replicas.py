@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from operator_client.backends.local.launch import free_port
 from operator_client.backends.local.local_env import replica_command, replica_env
+from operator_client.backends.local.pods.process import free_port
 from operator_client.controlplane import lifecycle
 from operator_client.controlplane.lifecycle import replicas_of
 from operator_client.controlplane.pod_plan import plan_of

@@ -45,6 +45,8 @@ def test_the_tree_keeps_every_import_rule() -> None:
         ("image/builders.py", "from ..backends import types", "The image builders"),
         ("kubeflow/webhook.py", "from ..controlplane import workload", "Layers"),
         ("controlplane/strategic_merge.py", "from ..storage import open_store", "What the"),
+        ("backends/local/pods/base.py", "from .launch import pods_for", "The pod launchers"),
+        ("backends/local/sandbox/cgroups.py", "from ..jobdir import JobDir", "sandbox/ is only"),
     ],
 )
 def test_a_planted_violation_breaks_the_check(

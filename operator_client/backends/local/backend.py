@@ -50,10 +50,10 @@ from ..views import new_events, pick
 from . import chaos
 from .admission import level_of
 from .jobdir import JobDir, write_json
-from .launch import load_mode, save_mode
 from .logs import LogFollower
 from .logs import tail as tail_lines
 from .orphans import kill_orphans
+from .pods.launch import load_mode, save_mode
 from .preflight import claim_store, preflight
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .view import view_of

@@ -10,7 +10,7 @@ from pathlib import Path
 from ...controlplane import lifecycle as lc
 from . import pod_processes
 from .jobdir import JobDir
-from .launch import load_mode
+from .pods.launch import load_mode
 
 
 def kill_orphans(job: JobDir) -> list[int]:
@@ -36,7 +36,7 @@ def kill_orphans(job: JobDir) -> list[int]:
             continue
     left = pod_processes.kill_all(pod_processes.job_prefix(job.path))
     if load_mode(job)[0].sandboxed:
-        from .sandbox.pods import release_job
+        from .pods.sandbox import release_job
 
         release_job(job.path, [r.name for r in lc.replicas_of(job.workload())])
     return left

@@ -29,8 +29,8 @@ from ...untrusted import read_tail
 from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
-from .launch import load_mode, pods_for
-from .pods_base import Pods
+from .pods.base import Pods
+from .pods.launch import load_mode, pods_for
 
 POLL_SECONDS = 0.2
 # A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5

@@ -13,7 +13,7 @@ from ...kubeflow.kinds import Kind, kind_of
 from ..types import JobView, Replica, StorageLocation
 from ..views import conditions_of, replica_count
 from .jobdir import JobDir, LocalReplica
-from .launch import load_mode
+from .pods.launch import load_mode
 
 
 def view_of(

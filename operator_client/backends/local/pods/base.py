@@ -1,6 +1,7 @@
-"""The base of the supervisor's pod launchers (launch.py's processes, sandbox/pods.py's
-pod sandboxes): how a replica is started, faulted and released. Built on by both, it
-imports neither, so the launchers form no cycle (an import-linter contract holds it)."""
+"""The base of the supervisor's pod launchers (process.py's processes, sandbox.py's pod
+sandboxes): how a replica is started, faulted and released. Built on by both, it imports
+neither, nor the factory (launch.py), so the launchers form no cycle (an import-linter
+contract holds it)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...contract import KILL
-from ...controlplane.lifecycle import ReplicaState
-from ...controlplane.pod_plan import JobPlan
-from ..types import Fault
-from . import pod_processes
-from .jobdir import JobDir
-from .sandbox.support import PodsMode
+from ....contract import KILL
+from ....controlplane.lifecycle import ReplicaState
+from ....controlplane.pod_plan import JobPlan
+from ...types import Fault
+from .. import pod_processes
+from ..jobdir import JobDir
+from ..sandbox.support import PodsMode
 
 Launch = tuple[list[str], dict[str, str]]
 

@@ -18,11 +18,10 @@ from ...types import Fault, StorageLocation
 from .. import file_store
 from ..jobdir import JobDir
 from ..local_env import replica_command, replica_env
-from ..pods_base import Launch, Pods, bindir
-from . import cgroups
-from .host_view import HostView, host_view, image_env
-from .network import PodNetwork
-from .podspec import (
+from ..sandbox import cgroups
+from ..sandbox.host_view import HostView, host_view, image_env
+from ..sandbox.network import PodNetwork
+from ..sandbox.podspec import (
     RESOLV_CONF,
     Bind,
     PodSandbox,
@@ -37,9 +36,10 @@ from .podspec import (
     mounted_volumes,
     seccomp_profile,
 )
-from .relay import LoopbackRelay, loopback_port
-from .support import PodsMode
-from .userns import host_id
+from ..sandbox.relay import LoopbackRelay, loopback_port
+from ..sandbox.support import PodsMode
+from ..sandbox.userns import host_id
+from .base import Launch, Pods, bindir
 
 SHIM = "operator_client.backends.local.sandbox.shim"
 
