@@ -68,6 +68,9 @@ def test_a_check_and_its_submit_build_one_plan(
     assert handle.submitted is not None and handle.submitted.pods == list(built[0].objects)
     client.apply(ROOT / "examples" / "quickstart.yaml", dry_run="server")
     assert len(built) == 2  # a new apply checks afresh
+    client.preflight(ROOT / "examples" / "quickstart.yaml")
+    client.preflight(ROOT / "examples" / "quickstart.yaml")
+    assert len(built) == 4  # so does every check, the same job or not
 
 
 PJ = {

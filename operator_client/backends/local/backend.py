@@ -149,6 +149,7 @@ class LocalBackend(Backend):
         self, manifest: Mapping[str, Any], env: Mapping[str, str] = os.environ
     ) -> list[Finding]:
         """Everything a start needs, before anything starts: commands found, env resolvable."""
+        self._last_check = None  # a check looks afresh; the submit after it reuses it
         return self._checked(manifest, env)[1]
 
     def _checked(
