@@ -108,3 +108,12 @@ LOCAL_PJ = {
 def test_the_operators_env_on_one_machine(env: dict[str, str], expected: dict[str, str]) -> None:
     hosts = frozenset({"j-master-0", "j-worker-0", "j-node-0-0", "j-node-0-0.j"})
     assert on_one_machine(env, hosts, 40123) == expected
+
+
+def test_a_job_over_max_pods_is_planned_by_its_count_alone() -> None:
+    """2**31 - 1 nodes: the plan says how many pods there are and makes none of them."""
+    plan = plan_of(manifest("  nodes: 2147483647\n"), max_pods=64)
+    assert plan.count == 2147483647 and plan.pods == () and plan.objects == ()
+    assert plan_of(manifest("  nodes: 3\n"), max_pods=3).count == len(
+        plan_of(manifest("  nodes: 3\n")).pods
+    )

@@ -45,7 +45,8 @@ class JobPlan:
     trainjob: bool
     main: str  # the replica type whose backoff limit decides the job (Workload.main)
     groups: tuple[Group, ...]  # in start order
-    pods: tuple[PodPlan, ...]  # in start order, one group after another
+    count: int  # how many pods the job has
+    pods: tuple[PodPlan, ...]  # in start order, one group after another (none: over max_pods)
     hosts: frozenset[str]  # every name that resolves to one of the job's pods
     level: str
     # By replica type, for the groups refused (the first pod of each names it): the API
@@ -69,12 +70,30 @@ def plan_of(
     *,
     level: str = pss.BASELINE,
     default_uid: int = 0,
+    max_pods: int | None = None,
 ) -> JobPlan:
     """The plan of a PyTorchJob's or TrainJob's pods (WorkloadError where there are none
     to make); `runtimes` the Trainer v2 runtimes a TrainJob may name, `level` the Pod
     Security level its namespace enforces, `default_uid` the user a container without
-    runAsUser runs as (the image's)."""
+    runAsUser runs as (the image's). A job of more than `max_pods` pods gets a plan with
+    its count and no pods: a backend that cannot run it says so without making 2**31 of
+    them."""
     workload = manifest if isinstance(manifest, Workload) else workload_of(manifest, runtimes)
+    if max_pods is not None and workload.count > max_pods:
+        return JobPlan(
+            workload=workload,
+            namespace=workload.namespace,
+            trainjob=workload.trainjob,
+            main=workload.main.type,
+            groups=workload.groups,
+            count=workload.count,
+            pods=(),
+            hosts=frozenset(),
+            level=level,
+            refused={},
+            kubelet_refused={},
+            objects=(),
+        )
     pods = tuple(
         PodPlan(
             name=name,
@@ -100,6 +119,7 @@ def plan_of(
         trainjob=workload.trainjob,
         main=workload.main.type,
         groups=workload.groups,
+        count=workload.count,
         pods=pods,
         hosts=frozenset(n for pod in pods for n in pod.dns_names),
         level=level,

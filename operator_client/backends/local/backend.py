@@ -54,7 +54,7 @@ from .logs import LogFollower
 from .logs import tail as tail_lines
 from .orphans import kill_orphans
 from .pods.launch import load_mode, save_mode
-from .preflight import claim_store, preflight
+from .preflight import MAX_REPLICAS, claim_store, preflight
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .view import view_of
 
@@ -165,7 +165,11 @@ class LocalBackend(Backend):
         try:
             borrowed = self._borrow(manifest)
             plan = plan_of(
-                manifest, self.runtimes, level=self.pod_security, default_uid=DEFAULT_UID
+                manifest,
+                self.runtimes,
+                level=self.pod_security,
+                default_uid=DEFAULT_UID,
+                max_pods=MAX_REPLICAS,
             )
             borrowed += self._borrow_objects(plan)
         except ClusterError as exc:

@@ -43,7 +43,7 @@ def preflight(
     what was read from the cluster for it, `runtimes` and `objects` what it may use,
     `requested` the replicas' mode (sandbox, process, auto), `env` the environment the
     replicas start from."""
-    count = len(plan.pods)
+    count = plan.count
     if count > MAX_REPLICAS:
         return [
             Finding(
