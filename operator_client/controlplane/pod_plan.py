@@ -80,20 +80,7 @@ def plan_of(
     them."""
     workload = manifest if isinstance(manifest, Workload) else workload_of(manifest, runtimes)
     if max_pods is not None and workload.count > max_pods:
-        return JobPlan(
-            workload=workload,
-            namespace=workload.namespace,
-            trainjob=workload.trainjob,
-            main=workload.main.type,
-            groups=workload.groups,
-            count=workload.count,
-            pods=(),
-            hosts=frozenset(),
-            level=level,
-            refused={},
-            kubelet_refused={},
-            objects=(),
-        )
+        return _plan(workload, (), level, {}, {}, ())
     pods = tuple(
         PodPlan(
             name=name,
@@ -113,6 +100,19 @@ def plan_of(
         spec = workload.pod_spec(group.type)
         if found := pss.kubelet_refusal(pod, workload.namespace, spec, default_uid):
             kubelet[group.type] = f"{pod}: CreateContainerConfigError: {found}"
+    refused = pss.group_refusals(workload, level)
+    return _plan(workload, pods, level, refused, kubelet, tuple(pod_manifests(workload)))
+
+
+def _plan(
+    workload: Workload,
+    pods: tuple[PodPlan, ...],
+    level: str,
+    refused: Mapping[str, str],
+    kubelet_refused: Mapping[str, str],
+    objects: tuple[dict[str, Any], ...],
+) -> JobPlan:
+    """The plan of `workload` with its pods (none: over max_pods) and what admission says."""
     return JobPlan(
         workload=workload,
         namespace=workload.namespace,
@@ -123,9 +123,9 @@ def plan_of(
         pods=pods,
         hosts=frozenset(n for pod in pods for n in pod.dns_names),
         level=level,
-        refused=pss.group_refusals(workload, level),
-        kubelet_refused=kubelet,
-        objects=tuple(pod_manifests(workload)),
+        refused=refused,
+        kubelet_refused=kubelet_refused,
+        objects=objects,
     )
 
 
