@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from operator_client.cli.main import build_parser
+from operator_client.cli.grammar import parser as build_parser
 from operator_client.spec.schema import job_schema
 
 from .conftest import ROOT

@@ -80,13 +80,15 @@ def test_commands_that_only_look_at_jobs_never_import_pydantic() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    # The spec's plain modules only: its issue type, Kubernetes' name rules, the URL rules
-    # and the job-as-data functions (the local backend's resume line hashes a spec).
+    # The spec's plain modules only: its issue type, Kubernetes' name rules, the URL rules,
+    # the job-as-data functions (the local backend's resume line hashes a spec) and the
+    # save estimate's constants (the client's grace warning names its field).
     assert out.stdout.strip() == str(
         [
             "operator_client.spec.document",
             "operator_client.spec.issues",
             "operator_client.spec.k8s_names",
+            "operator_client.spec.save_estimate",
             "operator_client.spec.urls",
         ]
     )

@@ -7,12 +7,12 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from ..client import Client
 from ..errors import EXIT_OK
-from . import console, flags
+from . import console
 from .progress import StatusLine
 
 if TYPE_CHECKING:
-    from ..client import Client
     from ..client.jobs import JobInput
     from ..image import BuiltImage
 
@@ -41,8 +41,6 @@ def run_build(
 
 def build(args: argparse.Namespace) -> int:
     """`kctl-train build [DIR]`: print the reference a job should run."""
-    from ..client import Client
-
     built = run_build(Client("local"), args, args.directory, args.file)
     if args.output == "json":
         print(json.dumps(describe(built), indent=2))
@@ -74,24 +72,3 @@ def describe(built: BuiltImage) -> dict[str, object]:
         },
         "seconds": {k: round(v, 3) for k, v in built.seconds.items()},
     }
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """build"""
-    cmd = sub.add_parser(
-        "build",
-        help="build your code onto the trainer image, push it, print the pinned reference",
-        description="Build DIR (your project: installed with pip when it has a pyproject.toml "
-        "or setup.py, else copied onto PYTHONPATH) as a layer on the trainer image, tagged "
-        "with the hash of everything that goes in. With --repo it is pushed, and the "
-        "reference printed is pinned by the digest the registry reports; a tag the registry "
-        "has already is neither built nor pushed again. .dockerignore (else .gitignore) "
-        "decides what goes in; secrets (.env, keys, credentials, .git) never do.",
-    )
-    cmd.add_argument(
-        "directory", nargs="?", default=".", metavar="DIR", help="default: the current one"
-    )
-    cmd.add_argument("-f", "--file", metavar="FILE", help="a job file: build on its spec.image")
-    flags.add_build_flags(cmd)
-    flags.output(cmd, ("name", "json"), "the image reference, or a JSON account of the build")
-    cmd.set_defaults(handler=build)

@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..contract import FAULTS
+from ..client import Client
+from ..client.jobs import trainjob_manifest
+from ..collect.results import results_dir
 from ..errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -21,20 +23,19 @@ from ..errors import (
     PreflightFailed,
 )
 from ..kubeflow.kinds import kind_of
-from . import console, flags, output
+from . import console, output
+from .build_commands import run_build
 from .follow import follow
 from .progress import TransferDisplay
 
 if TYPE_CHECKING:
-    from ..client import Client, Collected, Finding, JobHandle
+    from ..client import Collected, Finding, JobHandle
     from ..client.jobs import JobInput
 
 
 def client_for(args: argparse.Namespace) -> Client:
     """The backend factory of the CLI: --local, else the cluster of --kubeconfig and
     --context (connected on first use)."""
-    from ..client import Client
-
     return Client(
         "local" if args.local else "kubernetes",
         kubeconfig=args.kubeconfig,
@@ -57,6 +58,7 @@ def _job_input(file: str) -> JobInput:
     """The file's name, or for '-' standard input's text (a job file or a TrainJob)."""
     if file != "-":
         return file
+    # Here, not at the top: status and logs import this module and never need the spec.
     from ..spec import load_job_text
     from ..spec.loader import MAX_BYTES
 
@@ -70,8 +72,6 @@ def apply(args: argparse.Namespace) -> int:
     job = _job_input(args.file)
     image = None
     if args.build is not None:
-        from .build_commands import run_build
-
         if not args.local and not args.repo:
             raise BadInput(
                 "--build for a cluster needs --repo (or $KCTL_TRAIN_IMAGE_REPO): the "
@@ -133,8 +133,6 @@ def apply(args: argparse.Namespace) -> int:
         return EXIT_OK
     collect_to = args.to
     if collect_to is None and client.info.store_reachable and not args.no_collect:
-        from ..collect.results import results_dir
-
         collect_to = str(results_dir(handle.name))
     return _follow_and_collect(
         handle, args, again=f"kctl-train apply {args.file}{flag}", collect_to=collect_to
@@ -239,7 +237,6 @@ def collect_cmd(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     """`kctl-train report`: rebuild and print the report of a collected directory."""
     from ..collect.report import write
-    from ..collect.results import results_dir
 
     target = Path(args.target)
     directory = target if target.is_dir() else results_dir(args.target)
@@ -260,8 +257,6 @@ def _dry_run_output(fmt: str | None, body: Mapping[str, Any]) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     """`kctl-train doctor FILE`: the preflight checks of an apply, without applying."""
-    from ..client.jobs import trainjob_manifest
-
     client = client_for(args)
     job = _job_input(args.file)
     findings = client.preflight(job, force_namespace=args.force_namespace, operator=args.operator)
@@ -279,7 +274,7 @@ def doctor(args: argparse.Namespace) -> int:
 
 def chaos(args: argparse.Namespace) -> int:
     """`kctl-train chaos`: inject a fault into one replica of a running local job."""
-    from ..spec.units import parse_duration
+    from ..spec.units import parse_duration  # the spec package imports pydantic
 
     try:
         seconds = parse_duration(args.duration) if args.duration else None
@@ -311,168 +306,3 @@ def delete(args: argparse.Namespace) -> int:
     if client.delete(name, namespace, wait=args.wait, missing_ok=args.ignore_not_found):
         print(f"{kind.resource}/{name} deleted ({client.info.name})")
     return EXIT_OK
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """apply, wait, delete, collect, report, doctor, chaos"""
-    cmd = sub.add_parser(
-        "apply",
-        help="run a job; --wait follows it, then collects and reports",
-        description="Render a job file and run it. With --local the rendered PyTorchJob runs "
-        "as local processes with exactly the environment the training-operator gives its "
-        "pods; the image is not pulled, the installed package stands in for it. Storage: "
-        "--storage, else the spec's (an s3:// store only when it answers now), else "
-        "$KCTL_TRAIN_HOME/store. Ctrl-C during --wait stops the job (an emergency "
-        "checkpoint is committed); applying again resumes from the newest checkpoint.",
-    )
-    flags.job_files(cmd, "job.yaml, or a TrainJob object as it is ('-' for stdin)")
-    flags.where(cmd)
-    flags.force_namespace(cmd)
-    cmd.add_argument("--wait", action="store_true", help="follow the job until it ends")
-    cmd.add_argument(
-        "--follow", action="store_true", help="with --wait: stream every replica's log"
-    )
-    cmd.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="with --wait: give up waiting after this"
-    )
-    flags.collect_flags(
-        cmd,
-        "with --wait: collect into DIR after success (local default: results/<name>/; a "
-        "cluster job is collected only when this is given)",
-        renamed=True,
-    )
-    cmd.add_argument(
-        "--no-collect", action="store_true", help="with --wait: do not collect after success"
-    )
-    cmd.add_argument(
-        "--storage", metavar="URI", help="with --local: store to this file:// or s3:// URI"
-    )
-    cmd.add_argument(
-        "--force-conflicts",
-        action="store_true",
-        help="server-side apply: take over fields another manager owns",
-    )
-    cmd.add_argument(
-        "--build",
-        nargs="?",
-        const=".",
-        metavar="DIR",
-        help="first build DIR (default: the current directory) onto the job's image and run "
-        "that, pinned (`kctl-train build`); with --local the replicas run from its root "
-        "filesystem in pod sandboxes",
-    )
-    flags.add_build_flags(cmd)
-    cmd.add_argument(
-        "--dry-run",
-        choices=("none", "client", "server"),
-        default="none",
-        help="client: print the manifest only; server: also check it can start, start nothing",
-    )
-    cmd.add_argument(
-        "-o",
-        "--output",
-        choices=("name", "yaml", "json"),
-        help="what to print (default: the job's name; with --dry-run, the object as YAML)",
-    )
-    flags.operator(cmd)
-    flags.runtime(cmd)
-    cmd.set_defaults(handler=apply)
-
-    cmd = sub.add_parser("wait", help="follow a job to its end (exit 0 on success)")
-    cmd.add_argument("name", metavar="NAME")
-    flags.where(cmd)
-    cmd.add_argument("--timeout", type=float, metavar="SECONDS")
-    flags.collect_flags(cmd, "collect into DIR after success", renamed=True)
-    cmd.set_defaults(handler=wait)
-
-    cmd = sub.add_parser(
-        "delete", help="stop a job and remove its record (stored checkpoints stay)"
-    )
-    cmd.add_argument("name", nargs="?", metavar="NAME")
-    cmd.add_argument(
-        "-f",
-        "--filename",
-        metavar="FILE",
-        help="the job a job file or TrainJob object names (its name and namespace), as "
-        "kubectl delete -f takes it",
-    )
-    flags.where(cmd)
-    cmd.add_argument("--ignore-not-found", action="store_true")
-    cmd.add_argument(
-        "--wait", action="store_true", help="cluster: return once the job and its pods are gone"
-    )
-    cmd.set_defaults(handler=delete)
-
-    cmd = sub.add_parser(
-        "collect",
-        help="download a run's newest checkpoint, outputs and metrics, verified",
-        description="Download the newest committed checkpoint (or all), the aggregated "
-        "per-rank outputs (rebuilt when missing), metrics, GPU monitor files and run.json, "
-        "verified against their manifests, then write summary.json and the report. "
-        "Resumable: files already present with matching checksums are skipped.",
-    )
-    cmd.add_argument("name", metavar="NAME")
-    flags.where(cmd)
-    flags.collect_flags(cmd, "where results go (default: results/<name>/)")
-    cmd.add_argument(
-        "--from",
-        dest="source",
-        metavar="URI",
-        help="the job's storage.uri (s3://bucket/prefix or file:///path), without a job record",
-    )
-    which = cmd.add_mutually_exclusive_group()
-    which.add_argument("--all-checkpoints", action="store_true")
-    which.add_argument(
-        "--checkpoint",
-        default="last",
-        type=flags.checkpoint_choice,
-        metavar="last|best|STEP",
-        help="which committed checkpoint: the newest (default), the best by the run's "
-        "checkpoint.monitor, or the one of a step",
-    )
-    cmd.add_argument(
-        "--consolidate",
-        action="store_true",
-        help="also write each collected sharded checkpoint as one model.ckpt (needs torch)",
-    )
-    cmd.add_argument("--concurrency", type=int, default=16, metavar="N")
-    cmd.set_defaults(handler=collect_cmd)
-
-    cmd = sub.add_parser(
-        "report", help="training curves (PNG) and a text summary of a collected run"
-    )
-    cmd.add_argument("target", metavar="NAME|DIR", help="a collected directory or results/NAME")
-    cmd.set_defaults(handler=report)
-
-    cmd = sub.add_parser(
-        "doctor",
-        help="check a cluster is ready for a job: CRD, namespace, RBAC, Secrets, GPU nodes",
-    )
-    flags.job_files(cmd, "job.yaml, or a TrainJob object as it is ('-' for stdin)")
-    flags.where(cmd)
-    flags.force_namespace(cmd)
-    flags.operator(cmd)
-    flags.runtime(cmd)
-    cmd.set_defaults(handler=doctor)
-
-    cmd = sub.add_parser(
-        "chaos",
-        help="rehearse a failure on a local job: kill a replica, cut its network, slow it",
-        description="Inject a fault into one replica of a running local job: kill (SIGKILL "
-        "to every process of the pod), partition (its link down: no peer, no store), slow "
-        "(latency and loss with netem), heal (undo). partition and slow need pod sandboxes "
-        "(`kctl-train doctor --local` says whether this machine runs them).",
-    )
-    cmd.add_argument("name", metavar="NAME")
-    cmd.add_argument("action", choices=FAULTS, metavar="|".join(FAULTS))
-    cmd.add_argument("replica", metavar="REPLICA", help="master-0, worker-1 (or the pod name)")
-    flags.where(cmd)
-    cmd.add_argument(
-        "--for",
-        dest="duration",
-        metavar="DURATION",
-        help="partition, slow: heal after this long, e.g. 20s (default: until `heal`)",
-    )
-    cmd.add_argument("--delay", type=int, default=200, metavar="MS", help="slow: latency")
-    cmd.add_argument("--loss", type=float, default=0.0, metavar="PERCENT", help="slow: loss")
-    cmd.set_defaults(handler=chaos)

@@ -1,43 +1,33 @@
-"""`kctl-train`: argument parsing and dispatch. Handlers live in the command modules.
-
-Exit codes: errors.py (0 success, 1 failed, 2 bad input, 130 Ctrl-C).
-"""
+"""`kctl-train`: parse the command line (grammar.py), import the command's handler and
+run it. Exit codes: errors.py (0 success, 1 failed, 2 bad input, 130 Ctrl-C)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..errors import EXIT_INTERRUPTED, EXIT_OK
-from ..version import __version__
+from ..errors import EXIT_INTERRUPTED, EXIT_OK, KctlTrainError
+from . import console, flags
+from .grammar import parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full command-line grammar: each command module registers its own subcommands
-    (handlers import what they need when they run: --help and --version stay quick)."""
-    from . import build_commands, job_commands, spec_commands, view_commands
-
-    parser = argparse.ArgumentParser(
-        prog="kctl-train",
-        description="From one job.yaml to a Kubeflow PyTorchJob and finished checkpoints.",
+def handler(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The function that runs the parsed command: its module is imported only now."""
+    module, function = args.handler.rsplit(".", 1)
+    run: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f".{module}", __package__), function
     )
-    parser.add_argument("--version", action="version", version=f"kctl-train {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (spec_commands, job_commands, view_commands, build_commands):
-        module.register(sub)
-    return parser
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kctl-train` console script."""
-    args = build_parser().parse_args(argv)
-    from ..errors import KctlTrainError
-    from . import console, flags
-
+    args = parser().parse_args(argv)
     try:
         flags.settle(args)
-        code: int = args.handler(args)
+        code: int = handler(args)(args)
     except KctlTrainError as exc:
         issues = getattr(exc, "issues", None)  # a SpecError: one line per problem
         if issues is not None:

@@ -7,7 +7,7 @@ import json
 
 from ..controlplane import lifecycle as lc
 from ..errors import EXIT_FAILED, EXIT_OK
-from . import console, flags, output
+from . import console, output
 from .job_commands import backend_flag, client_for
 from .progress import store_lines
 
@@ -65,42 +65,3 @@ def logs(args: argparse.Namespace) -> int:
     for line in lines:
         print(f"[{line.tag}] {line.text}" if prefix else line.text, flush=True)
     return EXIT_OK
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """status, goodput, list, logs"""
-    cmd = sub.add_parser("status", help="a job's conditions and replicas (no NAME: every job)")
-    cmd.add_argument("name", nargs="?", metavar="NAME")
-    flags.where(cmd)
-    flags.table_output(cmd)
-    cmd.set_defaults(handler=status)
-
-    cmd = sub.add_parser(
-        "goodput",
-        help="where a job's rank-seconds went so far: training, start-up, stalls, restarts",
-    )
-    cmd.add_argument("name", metavar="NAME")
-    flags.where(cmd)
-    flags.output(cmd, ("text", "json"), "a table, or the account as JSON")
-    cmd.add_argument(
-        "--endpoint",
-        help="the S3 endpoint to read the store from here (the pods' may be in-cluster)",
-    )
-    cmd.set_defaults(handler=goodput)
-
-    cmd = sub.add_parser("list", help="a table of jobs: name, state, nodes, restarts, age")
-    flags.where(cmd)
-    flags.table_output(cmd)
-    cmd.set_defaults(handler=list_cmd)
-
-    cmd = sub.add_parser("logs", help="the replicas' logs, prefixed [master-0], [worker-0]")
-    cmd.add_argument("name", metavar="NAME")
-    flags.where(cmd)
-    cmd.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
-    cmd.add_argument(
-        "--replica", metavar="REPLICA", help="master-0, worker-N or all (default: all)"
-    )
-    cmd.add_argument(
-        "--previous", action="store_true", help="the previous container's log (cluster)"
-    )
-    cmd.set_defaults(handler=logs)

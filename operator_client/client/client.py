@@ -10,25 +10,25 @@ job.collect(to="results/quickstart")
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..backends import backend_for
-from ..backends.base import Backend
-from ..backends.types import BackendInfo, Finding, JobView
-from ..collect.results import Collected, collect_run, results_dir
 from ..errors import BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
-from .collecting import consolidate_with_torch
 from .grace import ESTIMATE_PATH, grace_warning, measured_budget
-from .handle import JobHandle
 from .jobs import load, object_in_namespace, trainjob_manifest, with_namespace
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..backends.types import BackendInfo, Finding, JobView
+    from ..collect.results import Collected
     from ..image import BuiltImage
     from ..kubeflow.pod_objects import PodObjects
-    from ..spec import SpecIssue
+    from ..spec import LoadedJob, SpecIssue
+    from .handle import JobHandle
     from .jobs import JobInput
 
 
@@ -57,10 +57,17 @@ class Client:
         configmaps: Sequence[str | Path] = (),
         pod_security: str | None = None,
     ) -> None:
-        self._backend: Backend = (
-            backend
-            if isinstance(backend, Backend)
-            else backend_for(
+        self.namespace = namespace
+        self._progress = progress
+
+        # Made on first use: render, validate and schema need no backend (nor its imports),
+        # and a cluster's kubeconfig (or the files of --runtime and --secret) is not read.
+        def make() -> Backend:
+            if not isinstance(backend, str):
+                return backend
+            from ..backends import backend_for
+
+            return backend_for(
                 backend,
                 kubeconfig=kubeconfig,
                 context=context,
@@ -69,14 +76,26 @@ class Client:
                 objects=_objects(secrets, configmaps),
                 pod_security=pod_security,
             )
-        )
-        self.namespace = namespace
-        self._backend.listen(progress)
+
+        self._make = make
+
+    @cached_property
+    def _backend(self) -> Backend:
+        """The backend of this client, made on first use."""
+        backend = self._make()
+        backend.listen(self._progress)
+        return backend
 
     @property
     def info(self) -> BackendInfo:
         """The backend this client runs jobs on: its name and what it can do."""
         return self._backend.info()
+
+    def _handle(self, name: str, namespace: str | None, **given: Any) -> JobHandle:
+        """A handle on job `name` of this backend (`given`: what the handle knows already)."""
+        from .handle import JobHandle
+
+        return JobHandle(self._backend, name, self._namespace(namespace), **given)
 
     def _namespace(self, namespace: str | None) -> str:
         """The namespace a call means: its own, else the client's, else "default"."""
@@ -95,6 +114,57 @@ class Client:
 
         loaded = load(job, operator=operator)
         return render_admitted(loaded.job, loaded.source)
+
+    def check_files(
+        self, files: Sequence[str], *, stdin: TextIO | None = None, operator: str | None = None
+    ) -> tuple[list[LoadedJob], list[SpecIssue]]:
+        """Every job file ('-': `stdin`) validated at once: the jobs that loaded, and the
+        errors of those that did not (two files defining one job among them)."""
+        from ..spec.loader import load_files
+
+        return load_files(list(files), stdin or sys.stdin, operator)
+
+    def render_files(
+        self,
+        files: Sequence[str],
+        *,
+        stdin: TextIO | None = None,
+        operator: str | None = None,
+        pods: bool = False,
+    ) -> tuple[list[dict[str, Any]], list[SpecIssue]]:
+        """The manifests of every job file and their warnings; SpecError with every
+        file's problems at once (its warnings first, each issue with its severity).
+        `pods`: each PyTorchJob is followed by its replicas' pod
+        templates as standalone Pods (for scanners that do not look inside it)."""
+        from ..render import render_admitted
+        from ..spec import SpecError
+
+        jobs, errors = self.check_files(files, stdin=stdin, operator=operator)
+        warnings = [w for j in jobs for w in j.warnings]
+        if errors:
+            raise SpecError([*warnings, *errors])
+        manifests = [render_admitted(j.job, j.source) for j in jobs]
+        if pods:
+            from ..render.pods import replica_pods
+
+            if any(m["kind"] != "PyTorchJob" for m in manifests):
+                raise BadInput(
+                    "--pods: a TrainJob's pods come from its runtime and patches; scan "
+                    "manifests/trainer-v2/cluster-training-runtime.yaml and the TrainJob "
+                    "instead"
+                )
+            manifests = [doc for m in manifests for doc in (m, *replica_pods(m))]
+        return manifests, warnings
+
+    def schema(self, *, helm: bool = False) -> dict[str, Any]:
+        """The JSON schema of a job file, or with `helm` of the Helm chart's values."""
+        if helm:
+            from ..render.helm import values_schema
+
+            return values_schema()
+        from ..spec.schema import job_schema
+
+        return job_schema()
 
     def apply(
         self,
@@ -145,8 +215,7 @@ class Client:
             if grace := grace_warning(prepared, measured, loaded.source):
                 warnings = [*warnings, grace]
         manifest = render_admitted(prepared, loaded.source)
-        handle = JobHandle(
-            self._backend,
+        handle = self._handle(
             prepared.metadata.name,
             prepared.metadata.namespace,
             manifest=manifest,
@@ -170,9 +239,7 @@ class Client:
             raise BadInput(
                 f"the cluster would refuse this {manifest['kind']}: {'; '.join(problems)}"
             )
-        handle = JobHandle(
-            self._backend, meta["name"], meta.get("namespace", "default"), manifest=manifest
-        )
+        handle = self._handle(meta["name"], meta.get("namespace", "default"), manifest=manifest)
         return self._submit(handle, manifest, dry_run, force_conflicts)
 
     def _submit(
@@ -238,6 +305,7 @@ class Client:
         """What would stop or stall the job on this backend, errors first (`doctor`); on a
         cluster, also which operators it runs against the one the job renders for. A
         TrainJob object is checked as it is (locally: the runtime it runs against)."""
+        from ..backends.types import Finding
         from ..render import render
 
         trainjob = trainjob_manifest(job)
@@ -251,13 +319,13 @@ class Client:
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
         """A handle on an existing job (JobNotFound when there is none)."""
-        handle = JobHandle(self._backend, name, self._namespace(namespace))
+        handle = self._handle(name, namespace)
         handle.status()
         return handle
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
         """The job's view now (JobNotFound when there is none)."""
-        return JobHandle(self._backend, name, self._namespace(namespace)).status()
+        return self._handle(name, namespace).status()
 
     def delete(
         self,
@@ -311,8 +379,10 @@ class Client:
     ) -> Collected:
         """Collect a run straight from its storage URI (no job record needed);
         `checkpoint` as JobHandle.collect's."""
+        from ..collect.results import collect_run, results_dir
         from ..runstore.location import run_root
         from ..storage import open_store
+        from .collecting import consolidate_with_torch
 
         ns = self._namespace(namespace)
         store = open_store(run_root(uri, ns, name), endpoint=endpoint, concurrency=concurrency)
