@@ -197,3 +197,55 @@ def test_bad_job_inputs_are_clear_errors(tmp_path: Path) -> None:
         with_namespace(named, "b", force=False)
     assert with_namespace(named, "b", force=True).metadata.namespace == "b"
     assert with_namespace(named, None, force=False).metadata.namespace == "a"
+
+
+def test_the_offline_calls_make_no_backend(tmp_path: Path) -> None:
+    """render, validate and schema go through the Client (issue 32) without reading a
+    kubeconfig: one that does not exist (or --runtime files that do not) is never read."""
+    from operator_client import Client
+
+    client = Client(kubeconfig=str(tmp_path / "missing"), runtimes=[tmp_path / "none.yaml"])
+    files = [str(ROOT / "examples" / "quickstart.yaml"), str(ROOT / "examples" / "kind-cpu.yaml")]
+    manifests, warnings = client.render_files(files)
+    assert [m["metadata"]["name"] for m in manifests] == ["quickstart", "kind-cpu"]
+    assert {w.source for w in warnings} <= set(files)
+    jobs, errors = client.check_files(files)
+    assert [j.job.metadata.name for j in jobs] == ["quickstart", "kind-cpu"] and errors == []
+    assert client.schema()["title"] == "TrainingJob"
+    assert client.schema(helm=True)["title"] == "kctl-train chart values"
+    assert "_backend" not in vars(client)  # never made
+    with pytest.raises(BadInput, match="--runtime"):
+        _ = client.info  # the first call that needs one reads the files, and says what is wrong
+
+
+def test_render_files_reports_every_file_at_once(tmp_path: Path) -> None:
+    """One SpecError for all the files, each problem with its file; the warnings of the
+    files that loaded come first, marked as warnings."""
+    from operator_client import Client
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(job_yaml("bad", "  nodes: zero\n"))
+    also = tmp_path / "also.yaml"
+    also.write_text(job_yaml("Not_A_Name", "  nodes: 1\n"))
+    good = str(ROOT / "examples" / "quickstart.yaml")
+    with pytest.raises(SpecError) as caught:
+        Client().render_files([good, str(bad), str(also)])
+    issues = caught.value.issues
+    assert {i.source for i in issues if i.severity == "error"} == {str(bad), str(also)}
+    severities = [i.severity for i in issues]
+    assert severities == sorted(severities, reverse=True)  # warnings, then errors
+    assert "warning" in severities
+
+
+def test_every_command_of_the_grammar_has_its_handler() -> None:
+    """Each command names its handler as "module.function" (grammar.py); main imports the
+    module when the command runs: a misspelt one would fail only then."""
+    import argparse
+
+    from operator_client.cli.grammar import parser
+    from operator_client.cli.main import handler
+
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        args = argparse.Namespace(handler=command.get_default("handler"))
+        assert callable(handler(args)), name
