@@ -13,12 +13,15 @@ import pytest
 from operator_client.backends.types import Condition, JobView, LogLine, Replica, StorageLocation
 from operator_client.client.failure import failure_report
 from operator_client.client.jobs import load, with_namespace
+from operator_client.client.store_words import StoreWords
 from operator_client.contract import Progress
 from operator_client.controlplane.lifecycle import job_state
 from operator_client.errors import BadInput
 from operator_client.integrations.torchx_appdef import app_id as make
 from operator_client.integrations.torchx_appdef import parse_app_id
+from operator_client.runstore.checkpoint_log import SaveBudget
 from operator_client.spec import SpecError, load_job_text
+from operator_client.spec.save_estimate import SaveEstimate
 
 from .conftest import ROOT, job_yaml
 
@@ -249,3 +252,31 @@ def test_every_command_of_the_grammar_has_its_handler() -> None:
     for name, command in sub.choices.items():
         args = argparse.Namespace(handler=command.get_default("handler"))
         assert callable(handler(args)), name
+
+
+@pytest.mark.parametrize(
+    ("words", "lines", "live"),
+    [
+        (StoreWords(), [], ""),
+        (
+            StoreWords(goodput="goodput 41% so far", sigterm="SIGTERM at step 9: saved"),
+            ["goodput 41% so far", "SIGTERM at step 9: saved"],
+            "goodput 41% so far",
+        ),
+        (
+            StoreWords(budget=SaveBudget(3, 1.5, 0.5, 2**20, 5.0), window=30),
+            [SaveBudget(3, 1.5, 0.5, 2**20, 5.0).against(30)],
+            "emergency save 5.0s of 30s",
+        ),
+        (
+            StoreWords(goodput="goodput 9% so far", budget=SaveEstimate(share_mib=512)),
+            ["goodput 9% so far", SaveEstimate(share_mib=512).against(None)],
+            f"goodput 9% so far · emergency save "
+            f"{SaveEstimate(share_mib=512).emergency_save_s:.1f}s by estimate",
+        ),
+    ],
+)
+def test_what_the_store_says_in_words(words: StoreWords, lines: list[str], live: str) -> None:
+    """status prints lines(), the live view redraws live(): only what there is to say."""
+    assert words.lines() == lines
+    assert words.live() == live

@@ -10,15 +10,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..client.store_words import store_words
 from .console import colour
 
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
 GOODPUT_EVERY = 20.0  # seconds between reads of a followed job's goodput events
 
 if TYPE_CHECKING:
-    from ..client import JobHandle, JobView
-    from ..runstore.checkpoint_log import SaveBudget
-    from ..spec.save_estimate import SaveEstimate
+    from ..client import JobHandle
 
 
 def _mib(n: float) -> str:
@@ -141,69 +140,6 @@ class TransferDisplay:
         )
 
 
-def _goodput_texts(handle: JobHandle, view: JobView) -> tuple[str, str]:
-    """`goodput 41% so far (productive 63s of 154 rank-seconds)` and what the newest
-    SIGTERM did (runstore/goodput.py), each "" where there is nothing to say (no store, no
-    events yet, a store this machine cannot read, no SIGTERM)."""
-    from ..errors import KctlTrainError
-    from ..runstore.goodput import preemption_line
-
-    try:
-        found = handle.goodput(view=view)
-    except KctlTrainError:
-        return "", ""
-    if found is None or found.total <= 0:
-        return "", ""
-    return (
-        f"goodput {found.goodput:.0%} so far ({found.categories['productive']:.0f}s "
-        f"productive of {found.total:.0f} rank-seconds)",
-        preemption_line(found) or "",
-    )
-
-
-def _budget(handle: JobHandle, view: JobView) -> SaveBudget | SaveEstimate | None:
-    """What an emergency save needs on the job, measured, else by estimate (from
-    checkpoint.stateSize), or None (neither; a store this machine cannot read)."""
-    from ..errors import KctlTrainError
-
-    try:
-        return handle.save_budget(view=view) or handle.save_estimate(view)
-    except KctlTrainError:
-        return None
-
-
-def _store_words(
-    handle: JobHandle,
-) -> tuple[str, str, SaveBudget | SaveEstimate | None, int | None]:
-    """The goodput and SIGTERM words, the save budget and the save window, from one read
-    of the job ("", "", None, None where the job is gone)."""
-    from ..errors import KctlTrainError
-
-    try:
-        view = handle.status()
-    except KctlTrainError:
-        return "", "", None, None
-    goodput, sigterm = _goodput_texts(handle, view)
-    return goodput, sigterm, _budget(handle, view), handle.save_window(view)
-
-
-def store_lines(handle: JobHandle, timeout: float) -> list[str]:
-    """What the run's store says so far, in words (the goodput, what an emergency save
-    needs beside the time a preempted pod has, what the newest SIGTERM did), if it answers
-    within `timeout` seconds (a store that retries for a minute must not hold `status`
-    up)."""
-    said: list[list[str]] = []
-
-    def read() -> None:
-        goodput, sigterm, budget, window = _store_words(handle)
-        said.append([goodput, budget.against(window) if budget else "", sigterm])
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    return [line for line in said[0] if line] if said else []
-
-
 class GoodputPoller:
     """The live view's goodput and emergency-save budget: read in the background every
     GOODPUT_EVERY seconds, so the redrawn line never waits on the store."""
@@ -224,13 +160,7 @@ class GoodputPoller:
 
     def _read(self) -> None:
         try:
-            goodput, _, budget, window = _store_words(self.handle)
-            save = ""
-            if budget is not None:
-                has = f" of {window}s" if window is not None else ""
-                guess = "" if budget.measured else " by estimate"
-                save = f"emergency save {budget.emergency_save_s:.1f}s{guess}{has}"
-            self.text = " · ".join(t for t in (goodput, save) if t) or self.text
+            self.text = store_words(self.handle).live() or self.text
         finally:
             self._next = time.monotonic() + GOODPUT_EVERY
             self._reading = False

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..client.store_words import store_words_within
 from ..controlplane import lifecycle as lc
 from ..errors import EXIT_FAILED, EXIT_OK
 from . import console, output
 from .job_commands import backend_flag, client_for
-from .progress import store_lines
 
 STATUS_WAIT = 5.0  # seconds status waits for the store's goodput events
 
@@ -19,12 +19,13 @@ def status(args: argparse.Namespace) -> int:
     Exit 1 when the job's state cannot be known."""
     if args.name is None:
         return list_cmd(args)
-    view = client_for(args).get(args.name)
+    client = client_for(args)
+    view = client.get(args.name)
     if args.output != "text":
         output.objects(view.raw, args.output)
         return EXIT_OK
     output.job_detail(view)
-    for line in store_lines(client_for(args).job(args.name), STATUS_WAIT):
+    for line in store_words_within(client.job(args.name), STATUS_WAIT).lines():
         hint = f"  (kctl-train goodput {args.name}{backend_flag(args)}: the account)"
         print(line + (hint if line.startswith("goodput") else ""))
     return EXIT_FAILED if view.state == lc.UNKNOWN else EXIT_OK
