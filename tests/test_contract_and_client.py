@@ -212,8 +212,12 @@ def test_the_offline_calls_make_no_backend(tmp_path: Path) -> None:
     manifests, warnings = client.render_files(files)
     assert [m["metadata"]["name"] for m in manifests] == ["quickstart", "kind-cpu"]
     assert {w.source for w in warnings} <= set(files)
-    jobs, errors = client.check_files(files)
-    assert [j.job.metadata.name for j in jobs] == ["quickstart", "kind-cpu"] and errors == []
+    found = client.validate_files(files)
+    assert [j.job.metadata.name for j in found.jobs] == ["quickstart", "kind-cpu"]
+    assert found.errors == [] and found.to_json()["valid"]
+    assert found.lines()[0].endswith(
+        "valid: default/quickstart, 2 nodes, CPU per node, as a PyTorchJob"
+    )
     assert client.schema()["title"] == "TrainingJob"
     assert client.schema(helm=True)["title"] == "kctl-train chart values"
     assert "_backend" not in vars(client)  # never made

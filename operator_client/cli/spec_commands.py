@@ -6,18 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..client import Client
-from ..kubeflow import trainjob as tj
 from ..render import to_json, to_yaml_stream
 from ..render.files import drift, write_manifests
 from ..spec import SpecError
 from . import console
-
-KINDS = {"pytorchjob": "PyTorchJob", "trainjob": "TrainJob"}
 
 
 def render(args: argparse.Namespace) -> int:
@@ -66,48 +62,14 @@ def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def validate(args: argparse.Namespace) -> int:
     """`kctl-train validate`: every problem of every file, in text or JSON."""
-
-    jobs, errors = Client().check_files(args.files, operator=args.operator)
-    warnings = [w for j in jobs for w in j.warnings]
+    found = Client().validate_files(args.files, operator=args.operator)
     if args.output == "json":
-        report = {
-            "valid": not errors,
-            "jobs": [
-                {
-                    "file": j.source,
-                    "name": j.job.metadata.name,
-                    "namespace": j.job.metadata.namespace,
-                }
-                for j in jobs
-            ],
-            "issues": [
-                asdict(i)
-                for i in sorted(errors + warnings, key=lambda i: (i.source, i.line, i.column))
-            ],
-        }
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-        return 2 if errors else 0
-    console.report(warnings)
-    if errors:
-        raise SpecError(errors)
-    for loaded in jobs:
-        job = loaded.job
-        nodes = (
-            f"{job.min_nodes}-{job.max_nodes} nodes (elastic)"
-            if job.elastic
-            else f"{job.max_nodes} node{'s' if job.max_nodes > 1 else ''}"
-        )
-        gpus = job.spec.resources.gpus
-        hardware = f"{gpus} x {job.spec.resources.gpu_resource}" if gpus else "CPU"
-        runtime = (
-            f" of runtime {tj.RUNTIME_KIND}/{tj.RUNTIME_NAME}"
-            if job.spec.operator == "trainjob"
-            else ""
-        )
-        print(
-            f"{loaded.source}: valid: {job.metadata.namespace}/{job.metadata.name}, "
-            f"{nodes}, {hardware} per node, as a {KINDS[job.spec.operator]}{runtime}"
-        )
+        sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
+        return 2 if found.errors else 0
+    console.report(found.warnings)
+    if found.errors:
+        raise SpecError(found.errors)
+    print("\n".join(found.lines()))
     return 0
 
 

@@ -20,6 +20,7 @@ from ..errors import BadInput, JobNotFound, PreflightFailed
 from ..kubeflow.webhook import admission_errors
 from .grace import ESTIMATE_PATH, grace_warning, measured_budget
 from .jobs import load, object_in_namespace, trainjob_manifest, with_namespace
+from .validation import Validation
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ..collect.results import Collected
     from ..image import BuiltImage
     from ..kubeflow.pod_objects import PodObjects
-    from ..spec import LoadedJob, SpecIssue
+    from ..spec import SpecIssue
     from .handle import JobHandle
     from .jobs import JobInput
 
@@ -115,14 +116,14 @@ class Client:
         loaded = load(job, operator=operator)
         return render_admitted(loaded.job, loaded.source)
 
-    def check_files(
+    def validate_files(
         self, files: Sequence[str], *, stdin: TextIO | None = None, operator: str | None = None
-    ) -> tuple[list[LoadedJob], list[SpecIssue]]:
+    ) -> Validation:
         """Every job file ('-': `stdin`) validated at once: the jobs that loaded, and the
         errors of those that did not (two files defining one job among them)."""
         from ..spec.loader import load_files
 
-        return load_files(list(files), stdin or sys.stdin, operator)
+        return Validation(*load_files(list(files), stdin or sys.stdin, operator))
 
     def render_files(
         self,
@@ -139,11 +140,11 @@ class Client:
         from ..render import render_admitted
         from ..spec import SpecError
 
-        jobs, errors = self.check_files(files, stdin=stdin, operator=operator)
-        warnings = [w for j in jobs for w in j.warnings]
-        if errors:
-            raise SpecError([*warnings, *errors])
-        manifests = [render_admitted(j.job, j.source) for j in jobs]
+        found = self.validate_files(files, stdin=stdin, operator=operator)
+        warnings = found.warnings
+        if found.errors:
+            raise SpecError([*warnings, *found.errors])
+        manifests = [render_admitted(j.job, j.source) for j in found.jobs]
         if pods:
             from ..render.pods import replica_pods
 
