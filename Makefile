@@ -64,6 +64,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check operator_client tests bench
 	$(BIN)/ruff format --check operator_client tests bench
 	$(BIN)/mypy
+	# The tests and benchmarks run on the venv's Python (3.11: tomllib), the package on 3.10+.
+	$(BIN)/mypy --python-version 3.11 tests bench
 	$(BIN)/lint-imports
 
 # The image is built before the suite where it can be (root here and in CI: buildah), so

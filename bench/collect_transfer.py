@@ -11,14 +11,16 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.config import Config
 
 from operator_client.collect.collect import Downloader, Item
-from operator_client.storage import open_store
+from operator_client.storage import ObjectStore, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ beside bench/
 from tests.moto_process import moto_bucket
@@ -26,13 +28,15 @@ from tests.moto_process import moto_bucket
 CONCURRENCY = 16
 
 
-def timed(fn) -> float:  # type: ignore[no-untyped-def]
+def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def measure(client, store, keys, d, large_mib):  # type: ignore[no-untyped-def]
+def measure(
+    client: Any, store: ObjectStore, keys: list[str], d: Path, large_mib: int
+) -> tuple[float, float, float]:
     """(sequential download_file loop, ours, raw concurrent GET) seconds for keys."""
     (d / "seq").mkdir(parents=True)
     seq = timed(

@@ -59,7 +59,7 @@ class Counting:
         from operator_client.runtime.event_log import EventLog
         from operator_client.runtime.step_profiler import StepProfiler
 
-        class Counted(StepProfiler):  # type: ignore[misc]
+        class Counted(StepProfiler):
             calls: ClassVar[list[tuple[str, bool]]] = []
             inside: ClassVar[set[str]] = set()
 

@@ -120,12 +120,14 @@ def runtime_rate(tmp: Path, steps: int, every: int, env: dict[str, str], tag: st
 
 
 def monitor_summary(tmp: Path) -> list[dict[str, object]]:
-    from operator_client.runstore.monitor import summarize
+    from operator_client.runstore.monitor import parse_node_file, summarize
 
-    csvs = {
-        int(p.stem.rsplit("-", 1)[1]): p.read_text()
-        for p in (tmp / "store-ckpt").rglob("monitor/node-*.csv")
-    }
+    # Each node's files (one per attempt), as the run store's write_summary reads them.
+    csvs: dict[int, list[str]] = {}
+    for path in (tmp / "store-ckpt").rglob("monitor/node-*.csv"):
+        found = parse_node_file(path.name)
+        if found is not None:
+            csvs.setdefault(found[0], []).append(path.read_text())
     return summarize(csvs)
 
 

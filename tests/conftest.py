@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ def job_yaml(name: str, spec_body: str) -> str:
 
 
 @pytest.fixture
-def write_job(tmp_path: Path):
+def write_job(tmp_path: Path) -> Callable[..., Path]:
     """Write job YAML text to a file and return its path."""
 
     def write(text: str, name: str = "job.yaml") -> Path:
@@ -54,7 +54,7 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServ
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint():
+def moto_endpoint() -> Iterator[str]:
     """A real S3 API (moto's server) on loopback, with fake credentials in the env."""
     moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

@@ -398,7 +398,7 @@ TRAINER_CRDS = {"trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"}
     [
         # a PyTorchJob for a cluster that runs Trainer v2 only: say which operator to use
         (
-            lambda s: (setattr(s, "crd_installed", False), s.other_crds.update(TRAINER_CRDS)),
+            lambda s: (s.__setattr__("crd_installed", False), s.other_crds.update(TRAINER_CRDS)),
             [],
             "this cluster runs Kubeflow Trainer v2 instead: render for it with --operator trainjob",
         ),

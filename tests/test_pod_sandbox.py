@@ -357,7 +357,7 @@ def test_the_boundary_holds_from_inside_a_pod(tmp_path: Path) -> None:
     # The bridge's .1 address: where this machine would be if the bridge had one.
     bridge = PodNetwork.plan(home / "local" / "default" / "edge", []).subnet[1]
     try:
-        path = job_file(
+        job = job_file(
             tmp_path,
             "edge",
             "  command: [python, -c, " + json.dumps(BOUNDARY_PROBE) + "]\n"
@@ -368,7 +368,7 @@ def test_the_boundary_holds_from_inside_a_pod(tmp_path: Path) -> None:
             f"    PROBE_PORT: '{listener.getsockname()[1]}'\n"
             f"    PROBE_BRIDGE: '{bridge}'\n",
         )
-        out = kctl("apply", str(path), "--local", "--wait", env=env, cwd=tmp_path)
+        out = kctl("apply", str(job), "--local", "--wait", env=env, cwd=tmp_path)
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
         assert "Succeeded: PyTorchJob edge is successfully completed" in out.stderr
     finally:

@@ -25,7 +25,7 @@ from .conftest import ROOT
 from .test_trainer_runtimes import KCTL, RUNTIMES, TORCH, runtime, trainjob
 
 EXAMPLES = sorted(Path("examples").glob("*.yaml"))
-RESTRICTED_OK = {
+RESTRICTED_OK: dict[str, Any] = {
     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
     "containers": [{"name": "c", "securityContext": {
         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],

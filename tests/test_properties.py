@@ -69,7 +69,7 @@ def test_random_documents_only_raise_spec_errors(doc: Any) -> None:
     check_loader(yaml.safe_dump(doc))
 
 
-base_job = {
+base_job: dict[str, Any] = {
     "apiVersion": "kctl-train/v1alpha1",
     "kind": "TrainingJob",
     "metadata": {"name": "fuzz"},

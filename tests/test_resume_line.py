@@ -11,7 +11,7 @@ import pytest
 from operator_client.runstore import checkpoints, resume_line
 from operator_client.runstore.checkpoints import Best, Manifest
 from operator_client.runstore.resume_line import Line, ResumeChoiceError, plan
-from operator_client.storage import open_store
+from operator_client.storage import join_key, open_store
 
 
 def ckpt(step: int, attempt: int, loss: float | None = None) -> Manifest:
@@ -119,9 +119,7 @@ def test_committed_checkpoints_are_newest_by_attempt_then_step(tmp_path: Path) -
     line it left: resume, collect's `last` and retention all take its checkpoints first."""
     store = open_store(f"file://{tmp_path}/")
     for manifest in (ckpt(500, 3), ckpt(300, 2), ckpt(320, 4), ckpt(310, 4)):
-        store.put_bytes(
-            checkpoints.join_key(manifest.key, checkpoints.MANIFEST), manifest.to_json()
-        )
+        store.put_bytes(join_key(manifest.key, checkpoints.MANIFEST), manifest.to_json())
     assert [(m.step, m.attempt) for m in checkpoints.committed(store)] == [
         (320, 4), (310, 4), (500, 3), (300, 2),
     ]  # fmt: skip

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from operator_client.runtime import main
+from operator_client.runtime.rankenv import LaunchPlan
 
 
 def test_preload_imports_what_a_worker_needs_and_leaves_a_missing_one_to_it(
@@ -19,10 +20,6 @@ def test_preload_imports_what_a_worker_needs_and_leaves_a_missing_one_to_it(
 
 
 def test_lightning_workers_are_forked_from_the_agent() -> None:
-    assert "--start-method=fork" in main.torchrun_argv(_Plan(), None)
-    assert "--start-method=fork" not in main.torchrun_argv(_Plan(), ["python", "train.py"])
-
-
-class _Plan:
-    def torchrun_args(self) -> list[str]:
-        return ["--nnodes=1"]
+    plan = LaunchPlan("test", "1", 1, "localhost:29500", "job", 0)
+    assert "--start-method=fork" in main.torchrun_argv(plan, None)
+    assert "--start-method=fork" not in main.torchrun_argv(plan, ["python", "train.py"])

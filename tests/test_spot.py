@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,10 +33,11 @@ def job_text(
     )
 
 
-def pod_spec(text: str) -> dict:
+def pod_spec(text: str) -> dict[str, Any]:
     manifest = render(load_job_text(text).job)
     replicas = manifest["spec"]["pytorchReplicaSpecs"]  # elastic jobs have Workers alone
-    return next(iter(replicas.values()))["template"]["spec"]
+    spec: dict[str, Any] = next(iter(replicas.values()))["template"]["spec"]
+    return spec
 
 
 @pytest.mark.parametrize(
@@ -220,8 +222,8 @@ def test_apply_warns_when_the_measured_save_does_not_fit_the_window(
 ) -> None:
     text = job_text(pool, grace).replace("s3://bucket/runs", f"file://{tmp_path}")
     job = load_job_text(text).job
-    measured = {"step": "1", "stall_s": "1", "write_s": "15", "commit_s": "0.5", "bytes": "9"}
-    checkpoint_log.write(store_for(job), [measured])  # 36 s with one in flight and the exit
+    row = {"step": "1", "stall_s": "1", "write_s": "15", "commit_s": "0.5", "bytes": "9"}
+    checkpoint_log.write(store_for(job), [row])  # 36 s with one in flight and the exit
     measured = measured_budget(job)
     assert measured is not None
     warning = grace_warning(job, measured, "job.yaml")

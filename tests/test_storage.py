@@ -126,8 +126,8 @@ def test_the_file_store_makes_data_durable_before_the_name(
         events.append("rename")
         real_replace(src, dst)
 
-    monkeypatch.setattr(file_module.os, "fsync", fsync)
-    monkeypatch.setattr(file_module.os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)  # the os module file.py calls
+    monkeypatch.setattr(os, "replace", replace)
     store = file_module.FileStore(tmp_path / "s")
     store.put_bytes("checkpoints/step-1/MANIFEST.json", b"{}")
     assert events == ["fsync-file", "rename", "fsync-dir"]

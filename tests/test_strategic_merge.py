@@ -9,7 +9,7 @@ import pytest
 
 from operator_client.controlplane.strategic_merge import merge
 
-BASE = {
+BASE: dict[str, Any] = {
     "restartPolicy": "OnFailure",
     "nodeSelector": {"pool": "a"},
     "tolerations": [{"key": "x"}],

@@ -136,8 +136,10 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-MANIFEST_FIELDS = {"step": 1, "epoch": 0, "attempt": 1, "world_size": 2, "created": 1.0,
-                   "members": [{"name": "model.ckpt", "size": 3, "sha256": "a" * 64}]}  # fmt: skip
+MANIFEST_FIELDS: dict[str, Any] = {
+    "step": 1, "epoch": 0, "attempt": 1, "world_size": 2, "created": 1.0,
+    "members": [{"name": "model.ckpt", "size": 3, "sha256": "a" * 64}],
+}  # fmt: skip
 
 
 def _mutated(base: dict[str, Any], data: st.DataObject) -> dict[str, Any]:

@@ -54,7 +54,8 @@ class Cluster:
 
     def get(self, *args: str) -> dict[str, Any]:
         """`kubectl get ... -o json` as the admin, parsed."""
-        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+        found: dict[str, Any] = json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+        return found
 
     @property
     def user_env(self) -> dict[str, str]:
