@@ -102,3 +102,47 @@ def test_no_module_is_over_500_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > 500
     }
     assert long == {}
+
+
+# What each command must not load (cli/grammar.py names each command's handler module;
+# main.py imports it only when the command runs): (argv, package prefixes never imported).
+NEVER_LOADED = [
+    (["--version"], ("pydantic", "yaml", "operator_client.spec.model", "operator_client.client")),
+    (["--help"], ("pydantic", "yaml", "operator_client.client", "operator_client.render")),
+    (["schema"], ("operator_client.backends", "kubernetes", "boto3", "torch")),
+    (
+        ["render", "examples/quickstart.yaml"],
+        # render needs no backend, store, collect or run machinery: the Client makes none
+        (
+            "operator_client.backends",
+            "operator_client.collect",
+            "operator_client.client.handle",
+            "operator_client.controlplane.lifecycle",
+            "kubernetes",
+            "boto3",
+            "torch",
+            "rich",
+        ),
+    ),
+    (
+        ["validate", "examples/quickstart.yaml"],
+        ("operator_client.backends", "operator_client.collect", "kubernetes", "boto3", "torch"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "never"), NEVER_LOADED, ids=lambda v: str(v)[:40])
+def test_each_command_loads_only_what_it_needs(argv: list[str], never: tuple[str, ...]) -> None:
+    code = (
+        "import contextlib, io, sys\n"
+        "from operator_client.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    main({argv!r})\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = [m for m in out.stdout.split() if m.startswith(never)]
+    assert loaded == [], f"kctl-train {' '.join(argv)} imported {loaded}"
