@@ -95,10 +95,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["KCTL_TRAIN_HOME"] = str(Path(tmp) / "home")
         local = Client("local")
+        _ = local.info  # the backend is made on first use: made here, outside the traced apply
         report("local", trace(lambda: local.apply(QUICKSTART, dry_run="server")), show)
         api = FakeApiServer()
         try:
             cluster = Client("kubernetes", kubeconfig=str(api.kubeconfig(Path(tmp))))
+            _ = cluster.info
             report(
                 "kubernetes",
                 trace(lambda: cluster.apply(QUICKSTART, dry_run="server")),
