@@ -1,5 +1,5 @@
 """The flags several commands share (kubectl's where-flags, -o, --operator, the build
-flags), for the command modules that register their subcommands."""
+flags), for the grammar (grammar.py), and how the job files given either way settle."""
 
 from __future__ import annotations
 
