@@ -6,16 +6,25 @@ tests/fake_apiserver.py, so it pays for the kubernetes client) at most 10x; an i
 profile of `render` follows the ratios. Prints the ratios; it asserts nothing, since shared
 machines are noisy. Runs are interleaved so that load changes hit both sides alike, and the
 median of each side is compared.
+
+`--against REV` also runs the offline commands (render, validate, apply --dry-run=client,
+--version) of that git revision, checked out in a temporary worktree, in the same runs: a
+before/after measured side by side.
+
+Usage: python bench/startup.py [--against REV]
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,23 +58,59 @@ TARGETS = {
 }
 
 
-def main() -> None:
-    api = FakeApiServer()
+# The offline commands, run from another revision's tree (--against): the interpreter's
+# path starts with that tree, so its operator_client is imported instead of this one's.
+AGAINST = {
+    "--version": ["--version"],
+    "validate quickstart": ["validate", QUICKSTART],
+    "render quickstart": ["render", QUICKSTART],
+    "apply --dry-run=client": ["apply", QUICKSTART, "--dry-run=client"],
+}
+FROM_TREE = "import sys; sys.path.insert(0, sys.argv.pop(1)); from operator_client.cli.main import main; sys.exit(main(sys.argv[1:]))"  # noqa: E501
+
+
+@contextlib.contextmanager
+def worktree(rev: str | None) -> Iterator[Path | None]:
+    """A temporary checkout of `rev` (None: nothing to check out)."""
+    if rev is None:
+        yield None
+        return
     with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        git = ["git", "-C", str(ROOT)]
+        subprocess.run([*git, "worktree", "add", "-q", "--detach", str(tree), rev], check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", metavar="REV", help="also run these commands of REV")
+    against = parser.parse_args().against
+    commands = dict(COMMANDS)
+    api = FakeApiServer()
+    with tempfile.TemporaryDirectory() as tmp, worktree(against) as tree:
+        if tree is not None:  # both revisions started alike, beside the console script's
+            for name, args in AGAINST.items():
+                for label, root in ((against, tree), ("this tree", ROOT)):
+                    argv = [sys.executable, "-c", FROM_TREE, str(root), *args]
+                    commands[f"{label} {name}"] = argv
         env = {**os.environ, "KUBECONFIG": str(api.kubeconfig(Path(tmp)))}
         subprocess.run([KCTL, "apply", QUICKSTART], check=True, env=env, capture_output=True)
-        times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+        times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(RUNS):
-            for name, argv in COMMANDS.items():
+            for name, argv in commands.items():
                 start = time.perf_counter()
                 subprocess.run(argv, check=True, env=env, capture_output=True)
                 times[name].append(time.perf_counter() - start)
     api.stop()
     base = statistics.median(times["python3 -c pass"])
-    print(f"{'command':34} {'median ms':>10} {'ratio':>7}")
+    print(f"{'command':44} {'median ms':>10} {'ratio':>7}")
     for name, samples in times.items():
         median = statistics.median(samples)
-        print(f"{name:34} {median * 1000:10.1f} {median / base:6.2f}x")
+        print(f"{name:44} {median * 1000:10.1f} {median / base:6.2f}x")
     for name, target in TARGETS.items():
         ratio = statistics.median(times[f"kctl-train {name}"]) / base
         met = "met" if ratio <= target else "NOT met"
