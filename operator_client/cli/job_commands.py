@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..client import Client
 from ..client.jobs import trainjob_manifest
 from ..collect.results import results_dir
 from ..errors import (
@@ -25,6 +24,7 @@ from ..errors import (
 from ..kubeflow.kinds import kind_of
 from . import console, output
 from .build_commands import run_build
+from .clients import backend_flag, client_for
 from .follow import follow
 from .progress import TransferDisplay
 
@@ -33,32 +33,11 @@ if TYPE_CHECKING:
     from ..client.jobs import JobInput
 
 
-def client_for(args: argparse.Namespace) -> Client:
-    """The backend factory of the CLI: --local, else the cluster of --kubeconfig and
-    --context (connected on first use)."""
-    return Client(
-        "local" if args.local else "kubernetes",
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        namespace=args.namespace,
-        progress=console.info,
-        runtimes=getattr(args, "runtime", None) or (),
-        secrets=getattr(args, "secret", None) or (),
-        configmaps=getattr(args, "configmap", None) or (),
-        pod_security=getattr(args, "pod_security", None),
-    )
-
-
-def backend_flag(args: argparse.Namespace) -> str:
-    """The flag that picks the backend again, for the hints printed after a command."""
-    return " --local" if args.local else ""
-
-
 def _job_input(file: str) -> JobInput:
     """The file's name, or for '-' standard input's text (a job file or a TrainJob)."""
     if file != "-":
         return file
-    # Here, not at the top: status and logs import this module and never need the spec.
+    # Here, not at the top: wait, delete, collect and chaos never need the spec (pydantic).
     from ..spec import load_job_text
     from ..spec.loader import MAX_BYTES
 

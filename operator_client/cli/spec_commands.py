@@ -34,7 +34,6 @@ def render(args: argparse.Namespace) -> int:
 
 
 def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
-
     try:
         for target in write_manifests(directory, manifests, fmt):
             print(f"{target.stem} written to {target}")
@@ -46,7 +45,6 @@ def _write_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> in
 
 def _check_dir(directory: Path, manifests: list[dict[str, Any]], fmt: str) -> int:
     """A unified diff on stdout per drifted manifest; exit 1 on any drift."""
-
     found = drift(directory, manifests, fmt)
     for path in found.missing:
         print(f"{path}: missing (kctl-train render --output-dir {directory} writes it)")
@@ -75,6 +73,5 @@ def validate(args: argparse.Namespace) -> int:
 
 def schema(args: argparse.Namespace) -> int:
     """`kctl-train schema`: the JSON schema of job.yaml (or of the chart's values)."""
-
     sys.stdout.write(json.dumps(Client().schema(helm=args.helm), indent=2) + "\n")
     return 0

@@ -9,7 +9,7 @@ from ..client.store_words import store_words_within
 from ..controlplane import lifecycle as lc
 from ..errors import EXIT_FAILED, EXIT_OK
 from . import console, output
-from .job_commands import backend_flag, client_for
+from .clients import backend_flag, client_for
 
 STATUS_WAIT = 5.0  # seconds status waits for the store's goodput events
 
@@ -25,7 +25,7 @@ def status(args: argparse.Namespace) -> int:
         output.objects(view.raw, args.output)
         return EXIT_OK
     output.job_detail(view)
-    for line in store_words_within(client.job(args.name), STATUS_WAIT).lines():
+    for line in store_words_within(client.job(args.name), STATUS_WAIT, view).lines():
         hint = f"  (kctl-train goodput {args.name}{backend_flag(args)}: the account)"
         print(line + (hint if line.startswith("goodput") else ""))
     return EXIT_FAILED if view.state == lc.UNKNOWN else EXIT_OK

@@ -43,21 +43,24 @@ class StoreWords:
         return " · ".join(t for t in (self.goodput, save) if t)
 
 
-def store_words(handle: JobHandle) -> StoreWords:
-    """What the job's store says now (empty words where the job is gone)."""
+def store_words(handle: JobHandle, view: JobView | None = None) -> StoreWords:
+    """What the job's store says now, for the job's `view` (None: read now); empty words
+    where the job is gone."""
     try:
-        view = handle.status()
+        view = view if view is not None else handle.status()
     except KctlTrainError:
         return StoreWords()
     goodput, sigterm = _goodput(handle, view)
     return StoreWords(goodput, sigterm, _budget(handle, view), handle.save_window(view))
 
 
-def store_words_within(handle: JobHandle, timeout: float) -> StoreWords:
+def store_words_within(
+    handle: JobHandle, timeout: float, view: JobView | None = None
+) -> StoreWords:
     """store_words, if the store answers within `timeout` seconds (one that retries for a
     minute must not hold `status` up); empty words otherwise."""
     said: list[StoreWords] = []
-    reader = threading.Thread(target=lambda: said.append(store_words(handle)), daemon=True)
+    reader = threading.Thread(target=lambda: said.append(store_words(handle, view)), daemon=True)
     reader.start()
     reader.join(timeout)
     return said[0] if said else StoreWords()
