@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT
+from .fake_apiserver import FakeApiServer
 
 LINT = Path(sys.executable).parent / "lint-imports"
 
@@ -81,13 +82,15 @@ def test_commands_that_only_look_at_jobs_never_import_pydantic() -> None:
     )
     assert out.returncode == 0, out.stderr
     # The spec's plain modules only: its issue type, Kubernetes' name rules, the URL rules,
-    # the job-as-data functions (the local backend's resume line hashes a spec) and the
-    # save estimate's constants (the client's grace warning names its field).
+    # the job-as-data functions (the local backend's resume line hashes a spec), the
+    # quantities the control plane's rules parse and the save estimate's constants (the
+    # client's grace warning names its field).
     assert out.stdout.strip() == str(
         [
             "operator_client.spec.document",
             "operator_client.spec.issues",
             "operator_client.spec.k8s_names",
+            "operator_client.spec.quantities",
             "operator_client.spec.save_estimate",
             "operator_client.spec.urls",
         ]
@@ -131,8 +134,8 @@ NEVER_LOADED = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "never"), NEVER_LOADED, ids=lambda v: str(v)[:40])
-def test_each_command_loads_only_what_it_needs(argv: list[str], never: tuple[str, ...]) -> None:
+def _modules_after(argv: list[str]) -> list[str]:
+    """Every module loaded once `kctl-train ARGV` has run (in a fresh interpreter)."""
     code = (
         "import contextlib, io, sys\n"
         "from operator_client.cli.main import main\n"
@@ -144,5 +147,20 @@ def test_each_command_loads_only_what_it_needs(argv: list[str], never: tuple[str
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    loaded = [m for m in out.stdout.split() if m.startswith(never)]
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize(("argv", "never"), NEVER_LOADED, ids=lambda v: str(v)[:40])
+def test_each_command_loads_only_what_it_needs(argv: list[str], never: tuple[str, ...]) -> None:
+    loaded = [m for m in _modules_after(argv) if m.startswith(never)]
     assert loaded == [], f"kctl-train {' '.join(argv)} imported {loaded}"
+
+
+def test_listing_cluster_jobs_imports_no_pydantic(api: FakeApiServer) -> None:
+    """`list` runs the control plane's rules over each job's pods, which parse resource
+    quantities (spec/quantities.py): no pydantic, not even its core. (`status` parses the
+    job a pod carries for its save window and estimate: that is the spec model's.)"""
+    assert "operator_client.spec.model" in _modules_after(["apply", "examples/quickstart.yaml"])
+    loaded = _modules_after(["list"])
+    assert "operator_client.controlplane.pod_validation" in loaded  # the rules did run
+    assert [m for m in loaded if m.startswith("pydantic")] == []

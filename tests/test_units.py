@@ -2,7 +2,8 @@ from decimal import Decimal
 
 import pytest
 
-from operator_client.spec.units import Every, parse_duration, parse_quantity
+from operator_client.spec.quantities import parse_duration, parse_quantity
+from operator_client.spec.units import Every
 
 
 @pytest.mark.parametrize(

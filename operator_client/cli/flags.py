@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..spec.quantities import parse_quantity
+
 REPO_ENV = "KCTL_TRAIN_IMAGE_REPO"
 
 
@@ -53,8 +55,6 @@ def add_build_flags(cmd: argparse.ArgumentParser) -> None:
 
 def size(text: str) -> int:
     """A Kubernetes quantity (512Mi, 2Gi, 1000000) in bytes."""
-    from ..spec.units import parse_quantity  # only when the flag is given
-
     try:
         return int(parse_quantity(text))
     except ValueError as exc:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from ..spec.quantities import parse_quantity
+
 # Native resources without a domain that may be requested below their limit (v1helper
 # IsOvercommitAllowed: native, not hugepages).
 OVERCOMMITTABLE = ("cpu", "memory", "ephemeral-storage")
@@ -95,8 +97,5 @@ def _overcommittable(name: str) -> bool:
 
 
 def _value(quantity: Any) -> Decimal:
-    # Imported here: pydantic's core is a cost that commands which only look at jobs
-    # (status, logs) never pay (spec/__init__.py); shapes.py has checked the syntax.
-    from ..spec.units import parse_quantity
-
+    # shapes.py has checked the syntax.
     return parse_quantity(str(quantity))

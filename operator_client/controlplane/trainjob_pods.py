@@ -25,6 +25,7 @@ from typing import Any
 from ..contract import DEFAULT_BACKOFF_LIMIT
 from ..kubeflow import trainjob as tj
 from ..kubeflow.shapes import RUNTIME_SPEC, shape_errors
+from ..spec.quantities import parse_quantity
 from .groups import Group, WorkloadError
 from .strategic_merge import merge
 from .trainjob_admission import (
@@ -185,10 +186,6 @@ def torch_nproc(trainer: Mapping[str, Any], node_resources: Mapping[str, Any] | 
         resources = node_resources or {}
     if _gpus(resources) > 0:
         return "auto"
-    # Imported here: pydantic's core is a cost that commands which only look at jobs
-    # (status, logs) never pay (spec/__init__.py).
-    from ..spec.units import parse_quantity
-
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
     cpu = parse_quantity(str(requests["cpu"])) if "cpu" in requests else Decimal(0)
     if cpu <= 0 and "cpu" in limits:  # a zero request falls back to the limit
@@ -224,8 +221,6 @@ def _node_resources(pod_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _gpus(resources: Mapping[str, Any]) -> Decimal:
     """The GPU count: the first resource named like *gpu* (any case), requests first,
     then limits; a request of 0 does not hide a positive limit."""
-    from ..spec.units import parse_quantity
-
     for kind in ("requests", "limits"):
         for key, value in (resources.get(kind) or {}).items():
             if "gpu" in key.lower():

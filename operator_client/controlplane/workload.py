@@ -12,6 +12,7 @@ from typing import Any
 
 from ..kubeflow import pytorchjob as pj
 from ..kubeflow import trainjob as tj
+from ..kubeflow.training_runtime import runtime
 from .groups import Group, WorkloadError
 from .operator_env import operator_env
 from .pod_validation import pod_spec_errors
@@ -164,8 +165,6 @@ def workload_of(
     if kind == tj.KIND:
         runtimes = dict(runtimes or {})
         if tj.RUNTIME_NAME not in runtimes and _names(manifest) == tj.RUNTIME_NAME:
-            from ..kubeflow.training_runtime import runtime  # pydantic: only when it is needed
-
             runtimes[tj.RUNTIME_NAME] = runtime()
         groups, network = build(manifest, runtime_for(manifest, runtimes))
         return Workload(manifest, groups, network)

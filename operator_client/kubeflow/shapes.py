@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..spec.quantities import parse_quantity
+
 Shape = dict[str, Any]  # {"type": ..., "fields": {...}, "items": Shape, "required": [...]}
 
 QUANTITY_WORDS = (
@@ -165,8 +167,6 @@ def shape_errors(value: Any, shape: Shape, path: str) -> list[str]:
 
 
 def _quantity(value: Any) -> bool:
-    from ..spec.units import parse_quantity  # pydantic: only where a quantity is read
-
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
     try:

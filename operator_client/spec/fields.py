@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, JsonValue
 from pydantic.alias_generators import to_camel
 
-from .units import INT32_MAX
+from .quantities import INT32_MAX
 
 DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS_1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -32,8 +32,9 @@ from .fields import (
     no_control,
 )
 from .placement import Network, NodePool, Resources, Scheduling
+from .quantities import INT32_MAX, INT64_MAX
 from .save_estimate import SaveEstimate, estimate
-from .units import INT32_MAX, INT64_MAX, ByteSize, Duration, Every
+from .units import ByteSize, Duration, Every
 from .urls import check_endpoint, check_store_url
 
 API_VERSION = "kctl-train/v1alpha1"

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .fields import DNS_1123_LABEL, RESOURCE_NAME, JsonArgs, SpecModel, Text
-from .units import INT32_MAX, INT64_MAX, Quantity
+from .quantities import INT32_MAX, INT64_MAX
+from .units import Quantity
 
 
 class Resources(SpecModel):

@@ -55,6 +55,7 @@ from .logs import tail as tail_lines
 from .orphans import kill_orphans
 from .pods.launch import load_mode, save_mode
 from .preflight import MAX_REPLICAS, claim_store, preflight
+from .sandbox.podspec import DEFAULT_UID
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
 from .view import view_of
 
@@ -160,7 +161,6 @@ class LocalBackend(Backend):
         key = (json.dumps(manifest, sort_keys=True, default=str), sorted(env.items()))
         if self._last_check is not None and self._last_check[0] == key:
             return self._last_check[1]
-        from .sandbox.podspec import DEFAULT_UID  # the spec's quantity parser: see preflight
 
         try:
             borrowed = self._borrow(manifest)

@@ -21,6 +21,7 @@ from ..types import Finding, StorageLocation
 from . import file_store
 from .admission import admission_findings
 from .local_env import LOOPBACK, pod_objects, replica_command
+from .sandbox.podspec import DEFAULT_UID, ephemeral_limit, identity, mounted_volumes
 from .sandbox.relay import loopback_port
 from .sandbox.support import MODE_ENV, choose
 from .supervisor import restart_delays
@@ -53,9 +54,6 @@ def preflight(
                 bad_input=True,
             )
         ]
-    # Here, not at the top: the pod description reads quantities with the spec's
-    # parser (pydantic), which the commands that only look at jobs never load.
-    from .sandbox.podspec import ephemeral_limit
 
     findings = [Finding("info", f"from the cluster: {what}") for what in borrowed]
     findings += admission_findings(plan)
@@ -148,7 +146,6 @@ def _available_memory() -> int:
 
 def _volume_findings(plan: JobPlan, objects: PodObjects, sandboxed: bool) -> list[Finding]:
     """Volumes a local run cannot mount, or cannot mount this way (processes mount none)."""
-    from .sandbox.podspec import mounted_volumes
 
     findings = []
     for pod in _first_pods(plan):
@@ -219,7 +216,6 @@ def claim_store(manifest: Mapping[str, Any], plan: JobPlan, sandboxed: bool) -> 
     try:
         file_store.claim(store)
         if sandboxed:
-            from .sandbox.podspec import DEFAULT_UID, identity
             from .sandbox.userns import host_id
 
             main = next((p for p in plan.pods if p.type == plan.main), None)

@@ -31,6 +31,7 @@ from . import chaos, eviction, file_store, pod_processes
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
 from .pods.base import Pods
 from .pods.launch import load_mode, pods_for
+from .sandbox.podspec import ephemeral_limit
 
 POLL_SECONDS = 0.2
 # A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5
@@ -417,9 +418,6 @@ class Supervisor:
 def _storage_budget(plan: JobPlan, env: Mapping[str, str]) -> tuple[Path | None, int]:
     """The job's run directory on this machine's disk (None: its store is not file://)
     and the bytes its pods may write there: the sum of their ephemeral-storage limits."""
-    # Here: backend.py imports this module, and the pod description loads the spec's
-    # quantity parser (pydantic), which the commands that only look at jobs never load.
-    from .sandbox.podspec import ephemeral_limit
 
     location = StorageLocation.of(plan.workload.manifest)
     roots = file_store.roots(location.root) if location else None

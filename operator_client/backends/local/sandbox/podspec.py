@@ -19,7 +19,7 @@ from pathlib import Path
 from ....controlplane.pod_plan import PodPlan
 from ....kubeflow.pod_objects import PodObjects
 from ....spec.k8s_names import label_problem
-from ....spec.units import parse_quantity
+from ....spec.quantities import parse_quantity
 from .seccomp import RUNTIME_DEFAULT, UNCONFINED
 
 # A pod without runAsUser runs as the image's user; the trainer image's is 10001.
