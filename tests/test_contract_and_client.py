@@ -4,19 +4,22 @@ the storage location from annotations, and the client's job inputs."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from operator_client.backends.types import Condition, JobView, LogLine, Replica, StorageLocation
+from operator_client.client import JobHandle
 from operator_client.client.failure import failure_report
 from operator_client.client.jobs import load, with_namespace
-from operator_client.client.store_words import StoreWords
+from operator_client.client.store_words import LiveWords, StoreWords
 from operator_client.contract import Progress
 from operator_client.controlplane.lifecycle import job_state
-from operator_client.errors import BadInput
+from operator_client.errors import BadInput, KctlTrainError
 from operator_client.integrations.torchx_appdef import app_id as make
 from operator_client.integrations.torchx_appdef import parse_app_id
 from operator_client.runstore.checkpoint_log import SaveBudget
@@ -284,3 +287,26 @@ def test_what_the_store_says_in_words(words: StoreWords, lines: list[str], live:
     """status prints lines(), the live view redraws live(): only what there is to say."""
     assert words.lines() == lines
     assert words.live() == live
+
+
+def test_live_words_are_read_in_the_background_once_per_period() -> None:
+    """The live view's redraw never waits on the store: poll() answers at once with what
+    was read before, and starts a read only when one is due."""
+    reads: list[float] = []
+    started = threading.Event()
+
+    class GoneJob:  # store_words reads the job first; a job that is gone says nothing
+        def status(self) -> None:
+            reads.append(time.monotonic())
+            started.set()
+            raise KctlTrainError("gone")
+
+    words = LiveWords(cast(JobHandle, GoneJob()), every=60.0)
+    assert words.poll() == ""
+    assert started.wait(10)
+    deadline = time.monotonic() + 10
+    while words._reading and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert words.poll() == ""  # the next read is due in a minute
+    time.sleep(0.1)
+    assert len(reads) == 1

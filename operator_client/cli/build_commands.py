@@ -43,32 +43,9 @@ def build(args: argparse.Namespace) -> int:
     """`kctl-train build [DIR]`: print the reference a job should run."""
     built = run_build(Client("local"), args, args.directory, args.file)
     if args.output == "json":
-        print(json.dumps(describe(built), indent=2))
+        print(json.dumps(built.to_json(), indent=2))
     else:
         print(built.reference)
     if not built.pushed and built.digest is None:
         console.info("(on this machine only: give --repo to push it where a cluster can pull it)")
     return EXIT_OK
-
-
-def describe(built: BuiltImage) -> dict[str, object]:
-    """A build as JSON: what runs, what happened, and what went in."""
-    w = built.workspace
-    return {
-        "image": built.reference,
-        "tag": built.tag,
-        "digest": built.digest,
-        "built": built.built,
-        "pushed": built.pushed,
-        "builder": {"name": built.builder, "why": built.builder_why},
-        "workspace": {
-            "root": str(w.root),
-            "kind": w.kind,
-            "files": len(w.entries),
-            "bytes": w.size,
-            "rules": w.rules,
-            "ignored": w.ignored,
-            "secretsLeftOut": w.secrets,
-        },
-        "seconds": {k: round(v, 3) for k, v in built.seconds.items()},
-    }

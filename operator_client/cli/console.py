@@ -43,18 +43,12 @@ def report(issues: Iterable[SpecIssue]) -> None:
 
 def error(message: str) -> None:
     """Print one error line (not tied to a spec position) to stderr."""
-    report([SpecIssue(source="kctl-train", line=0, column=0, path="", message=message)])
+    report([SpecIssue("kctl-train", 0, 0, "", message)])
 
 
 def warning(message: str) -> None:
     """Print one warning line (not tied to a spec position) to stderr."""
-    report(
-        [
-            SpecIssue(
-                source="kctl-train", line=0, column=0, path="", message=message, severity="warning"
-            )
-        ]
-    )
+    report([SpecIssue("kctl-train", 0, 0, "", message, "warning")])
 
 
 def info(text: str) -> None:

@@ -8,10 +8,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..client.store_words import LiveWords
 from ..contract import Progress
 from ..errors import KctlTrainError, WaitTimeout
 from . import console
-from .progress import GoodputPoller, StatusLine
+from .progress import StatusLine
 
 if TYPE_CHECKING:
     from ..client import Event, JobHandle, JobView
@@ -23,7 +24,7 @@ class _Display:
 
     def __init__(self, handle: JobHandle, status_line: bool) -> None:
         self.name = handle.name
-        self.goodput = GoodputPoller(handle)
+        self.goodput = LiveWords(handle)
         self.line = StatusLine() if status_line else None
         self.progress: Progress | None = None
         self.started = time.monotonic()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..client import Client
 from ..client.jobs import trainjob_manifest
 from ..collect.results import results_dir
 from ..errors import (
@@ -22,6 +22,7 @@ from ..errors import (
     PreflightFailed,
 )
 from ..kubeflow.kinds import kind_of
+from ..spec.quantities import parse_duration
 from . import console, output
 from .build_commands import run_build
 from .clients import backend_flag, client_for
@@ -183,30 +184,16 @@ def _collected(run: Callable[[TransferDisplay], Collected], name: str) -> int:
 def collect_cmd(args: argparse.Namespace) -> int:
     """`kctl-train collect`: the run's committed results into a directory, then the report."""
     client = client_for(args)
-    if args.source:
-        return _collected(
-            lambda display: client.collect_from(
-                args.source,
-                args.name,
-                to=args.to,
-                endpoint=args.endpoint,
-                all_checkpoints=args.all_checkpoints,
-                checkpoint=args.checkpoint,
-                consolidate=args.consolidate,
-                concurrency=args.concurrency,
-                progress=display,
-            ),
-            args.name,
-        )
-    handle = client.job(args.name)
     return _collected(
-        lambda display: handle.collect(
-            args.to,
+        lambda display: client.collect(
+            args.name,
+            source=args.source,
+            to=args.to,
+            endpoint=args.endpoint,
             all_checkpoints=args.all_checkpoints,
             checkpoint=args.checkpoint,
             consolidate=args.consolidate,
             concurrency=args.concurrency,
-            endpoint=args.endpoint,
             progress=display,
         ),
         args.name,
@@ -215,12 +202,8 @@ def collect_cmd(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """`kctl-train report`: rebuild and print the report of a collected directory."""
-    from ..collect.report import write
-
-    target = Path(args.target)
-    directory = target if target.is_dir() else results_dir(args.target)
-    _, png, _ = write(directory)
-    sys.stdout.write((directory / "report.txt").read_text())
+    text, png = Client().report(args.target)
+    sys.stdout.write(text)
     print(f"curves: {png}")
     return EXIT_OK
 
@@ -253,8 +236,6 @@ def doctor(args: argparse.Namespace) -> int:
 
 def chaos(args: argparse.Namespace) -> int:
     """`kctl-train chaos`: inject a fault into one replica of a running local job."""
-    from ..spec.units import parse_duration  # the spec package imports pydantic
-
     try:
         seconds = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:

@@ -8,16 +8,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..client.store_words import store_words
 from .console import colour
 
 PLAIN_EVERY = 10.0  # seconds between plain progress lines
-GOODPUT_EVERY = 20.0  # seconds between reads of a followed job's goodput events
-
-if TYPE_CHECKING:
-    from ..client import JobHandle
 
 
 def _mib(n: float) -> str:
@@ -138,29 +133,3 @@ class TransferDisplay:
             file=sys.stderr,
             flush=True,
         )
-
-
-class GoodputPoller:
-    """The live view's goodput and emergency-save budget: read in the background every
-    GOODPUT_EVERY seconds, so the redrawn line never waits on the store."""
-
-    def __init__(self, handle: JobHandle) -> None:
-        self.handle = handle
-        self.text = ""
-        self._next = 0.0
-        self._reading = False
-
-    def poll(self) -> str:
-        """The newest goodput words, starting a read when one is due."""
-        now = time.monotonic()
-        if not self._reading and now >= self._next:
-            self._reading = True
-            threading.Thread(target=self._read, daemon=True).start()
-        return self.text
-
-    def _read(self) -> None:
-        try:
-            self.text = store_words(self.handle).live() or self.text
-        finally:
-            self._next = time.monotonic() + GOODPUT_EVERY
-            self._reading = False

@@ -19,13 +19,13 @@ def status(args: argparse.Namespace) -> int:
     Exit 1 when the job's state cannot be known."""
     if args.name is None:
         return list_cmd(args)
-    client = client_for(args)
-    view = client.get(args.name)
+    handle = client_for(args).job(args.name)
+    view = handle.found or handle.status()
     if args.output != "text":
         output.objects(view.raw, args.output)
         return EXIT_OK
     output.job_detail(view)
-    for line in store_words_within(client.job(args.name), STATUS_WAIT, view).lines():
+    for line in store_words_within(handle, STATUS_WAIT, view).lines():
         hint = f"  (kctl-train goodput {args.name}{backend_flag(args)}: the account)"
         print(line + (hint if line.startswith("goodput") else ""))
     return EXIT_FAILED if view.state == lc.UNKNOWN else EXIT_OK
@@ -62,7 +62,8 @@ def logs(args: argparse.Namespace) -> int:
     """`kctl-train logs`: every replica's log with a [replica] prefix (-f: follow)."""
     handle = client_for(args).job(args.name)
     lines = handle.logs(follow=args.follow, replica=args.replica, previous=args.previous)
-    prefix = args.replica in (None, "all") and len(handle.status().replicas) > 1
+    replicas = (handle.found or handle.status()).replicas
+    prefix = args.replica in (None, "all") and len(replicas) > 1
     for line in lines:
         print(f"[{line.tag}] {line.text}" if prefix else line.text, flush=True)
     return EXIT_OK

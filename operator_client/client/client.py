@@ -319,9 +319,10 @@ class Client:
         return self._backend.check(render(self._backend.prepare(spec)[0]))
 
     def job(self, name: str, namespace: str | None = None) -> JobHandle:
-        """A handle on an existing job (JobNotFound when there is none)."""
+        """A handle on an existing job (JobNotFound when there is none); `.found` is
+        the view read to find it."""
         handle = self._handle(name, namespace)
-        handle.status()
+        handle.found = handle.status()
         return handle
 
     def get(self, name: str, namespace: str | None = None) -> JobView:
@@ -363,6 +364,28 @@ class Client:
     def list(self, namespace: str | None = None) -> list[JobView]:
         """Every job of a namespace (None: the client's, else all)."""
         return self._backend.list(namespace or self.namespace)
+
+    def collect(
+        self, name: str, namespace: str | None = None, *, source: str | None = None, **options: Any
+    ) -> Collected:
+        """A run's results, verified, into `to` (default results/<name>/): through its
+        job record, or with `source` straight from that storage URI (no record needed).
+        `options` as JobHandle.collect's."""
+        if source is not None:
+            return self.collect_from(source, name, namespace=namespace, **options)
+        return self.job(name, namespace).collect(**options)
+
+    def report(self, target: str | Path) -> tuple[str, Path]:
+        """Rebuild the report of a collected run (a directory, or the NAME of one under
+        results/): its text, and the curves' PNG written beside it."""
+        from ..collect.report import write
+        from ..collect.results import results_dir
+
+        directory = Path(target)
+        if not directory.is_dir():
+            directory = results_dir(str(target))
+        _, png, txt = write(directory)
+        return txt.read_text(), png
 
     def collect_from(
         self,

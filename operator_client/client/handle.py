@@ -47,6 +47,7 @@ class JobHandle:
     warnings: list[SpecIssue] = field(default_factory=list)  # from the job's spec
     findings: list[Finding] = field(default_factory=list)  # preflight warnings
     note: str | None = None  # how the backend changed the job (its store, locally)
+    found: JobView | None = None  # the view Client.job() read to find the job
 
     def status(self) -> JobView:
         """The job as it is now (JobNotFound when it is gone)."""

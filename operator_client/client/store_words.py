@@ -1,10 +1,12 @@
 """What a run's store says about a job, in words: its goodput so far, what an emergency
 save needs beside the time a preempted pod has, and what the newest SIGTERM did. `status`
-prints them and the live view redraws two of them; a Python caller reads the same."""
+prints them and the live view redraws two of them (LiveWords); a Python caller reads the
+same."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,6 +66,32 @@ def store_words_within(
     reader.start()
     reader.join(timeout)
     return said[0] if said else StoreWords()
+
+
+class LiveWords:
+    """The live view's short form of the store's words, read in the background every
+    `every` seconds, so a redrawn line never waits on the store."""
+
+    def __init__(self, handle: JobHandle, every: float = 20.0) -> None:
+        self.handle = handle
+        self.every = every
+        self.text = ""
+        self._next = 0.0
+        self._reading = False
+
+    def poll(self) -> str:
+        """The newest words, starting a read when one is due."""
+        if not self._reading and time.monotonic() >= self._next:
+            self._reading = True
+            threading.Thread(target=self._read, daemon=True).start()
+        return self.text
+
+    def _read(self) -> None:
+        try:
+            self.text = store_words(self.handle).live() or self.text
+        finally:
+            self._next = time.monotonic() + self.every
+            self._reading = False
 
 
 def _goodput(handle: JobHandle, view: JobView) -> tuple[str, str]:

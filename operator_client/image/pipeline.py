@@ -65,6 +65,29 @@ class BuiltImage:
     seconds: dict[str, float] = field(default_factory=dict)
     registry_auth: str | None = None  # the credentials file it was pushed with
 
+    def to_json(self) -> dict[str, object]:
+        """The build as JSON (`kctl-train build -o json`): what runs, what happened, and
+        what went in."""
+        w = self.workspace
+        return {
+            "image": self.reference,
+            "tag": self.tag,
+            "digest": self.digest,
+            "built": self.built,
+            "pushed": self.pushed,
+            "builder": {"name": self.builder, "why": self.builder_why},
+            "workspace": {
+                "root": str(w.root),
+                "kind": w.kind,
+                "files": len(w.entries),
+                "bytes": w.size,
+                "rules": w.rules,
+                "ignored": w.ignored,
+                "secretsLeftOut": w.secrets,
+            },
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
 
 def build_image(
     request: BuildRequest, say: Say = lambda _: None, line: Say = lambda _: None
