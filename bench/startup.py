@@ -3,9 +3,11 @@
 Targets (issue 32): `render`, `validate` and `apply --dry-run=client` at most 6x
 `python3 -c pass`, `status` (against a loopback API server, the test fixture
 tests/fake_apiserver.py, so it pays for the kubernetes client) at most 10x; an import
-profile of `render` follows the ratios. Prints the ratios; it asserts nothing, since shared
-machines are noisy. Runs are interleaved so that load changes hit both sides alike, and the
-median of each side is compared.
+profile of `render` follows the ratios. Two rows show the floors the chosen libraries set
+before any of kctl-train's code runs: PyYAML with pydantic and the job model's validator
+(render, validate, apply), and `import kubernetes` (status). Prints the ratios; it asserts
+nothing, since shared machines are noisy. Runs are interleaved so that load changes hit
+both sides alike, and the median of each side is compared.
 
 `--against REV` also runs the offline commands (render, validate, apply --dry-run=client,
 --version) of that git revision, checked out in a temporary worktree, in the same runs: a
@@ -43,6 +45,17 @@ COMMANDS = {
         "-c",
         "from pydantic import BaseModel",
     ],
+    # render's and validate's floor with the chosen libraries: PyYAML, pydantic and the
+    # job model's validator, built once, as any validated spec must (nothing of the CLI).
+    "python3 -c 'import yaml, spec.model'": [
+        sys.executable,
+        "-c",
+        # With the plugin scan off, as the CLI has it (cli/__init__.py).
+        "import os; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; "
+        "import yaml, operator_client.spec.model",
+    ],
+    # status's floor: the official client's package, before any of kctl-train's code.
+    "python3 -c 'import kubernetes'": [sys.executable, "-c", "import kubernetes"],
     "kctl-train --version": [KCTL, "--version"],
     "kctl-train validate quickstart": [KCTL, "validate", QUICKSTART],
     "kctl-train render quickstart": [KCTL, "render", QUICKSTART],
