@@ -126,6 +126,26 @@ def test_render_from_stdin_matches_render_from_file() -> None:
     assert kctl("render", "-", stdin=text).stdout == kctl("render", QUICKSTART).stdout
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        Path(QUICKSTART).read_text(),
+        # One line without a line break (`printf`, a JSON producer): still text, not a file
+        # name, and its warnings are printed as a file's are.
+        json.dumps(yaml.safe_load(Path(QUICKSTART).read_text())),
+    ],
+    ids=["yaml", "one-line-json"],
+)
+def test_apply_from_stdin_names_stdin(text: str) -> None:
+    """`apply -` reads the job from standard input; its messages name <stdin>, as
+    render's and validate's do."""
+    r = kctl("apply", "-", "--dry-run=client", "-o", "name", stdin=text)
+    assert (r.returncode, r.stdout) == (0, "pytorchjob.kubeflow.org/quickstart\n"), r.stderr
+    assert "<stdin>:" in r.stderr and "warning: spec.storage: no storage" in r.stderr
+    bad = kctl("apply", "-", "--dry-run=client", stdin="kind: [\n")
+    assert bad.returncode == 2 and bad.stderr.startswith("<stdin>:2:1: error: YAML"), bad.stderr
+
+
 def test_render_output_dir_writes_stable_file_names(tmp_path: Path) -> None:
     out = tmp_path / "rendered"
     r = kctl(

@@ -4,6 +4,8 @@ the storage location from annotations, and the client's job inputs."""
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -11,11 +13,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 
 from operator_client.backends.types import Condition, JobView, LogLine, Replica, StorageLocation
 from operator_client.client import JobHandle
 from operator_client.client.failure import failure_report
-from operator_client.client.jobs import load, with_namespace
+from operator_client.client.jobs import JobText, load, with_namespace
 from operator_client.client.store_words import LiveWords, StoreWords
 from operator_client.contract import Progress
 from operator_client.controlplane.lifecycle import job_state
@@ -24,6 +27,7 @@ from operator_client.integrations.torchx_appdef import app_id as make
 from operator_client.integrations.torchx_appdef import parse_app_id
 from operator_client.runstore.checkpoint_log import SaveBudget
 from operator_client.spec import SpecError, load_job_text
+from operator_client.spec.document import MAX_BYTES
 from operator_client.spec.save_estimate import SaveEstimate
 
 from .conftest import ROOT, job_yaml
@@ -184,11 +188,24 @@ QUICKSTART = ROOT / "examples" / "quickstart.yaml"
         QUICKSTART.read_text(),
         load_job_text(QUICKSTART.read_text()).job.model_dump(mode="json", by_alias=True),
         load_job_text(QUICKSTART.read_text()).job,
+        JobText(QUICKSTART.read_text(), "<stdin>"),
+        JobText(json.dumps(yaml.safe_load(QUICKSTART.read_text())), "<stdin>"),  # one line
     ],
-    ids=["path-str", "path", "yaml-text", "dict", "TrainingJob"],
+    ids=["path-str", "path", "yaml-text", "dict", "TrainingJob", "JobText", "JobText-1-line"],
 )
 def test_the_client_takes_a_job_in_any_form(given: Any) -> None:
-    assert load(given).job == load_job_text(QUICKSTART.read_text()).job
+    loaded = load(given)
+    assert loaded.job == load_job_text(QUICKSTART.read_text()).job
+    if isinstance(given, JobText):  # its messages name it
+        assert [w.source for w in loaded.warnings] == ["<stdin>"]
+
+
+def test_job_text_reads_no_more_than_a_job_file_may_hold() -> None:
+    huge = io.StringIO("#" * (MAX_BYTES * 4))
+    text = JobText.read(huge)
+    assert len(text.text) == MAX_BYTES + 1 and text.source == "<stdin>"
+    with pytest.raises(SpecError, match="too large"):
+        load(text)
 
 
 def test_bad_job_inputs_are_clear_errors(tmp_path: Path) -> None:

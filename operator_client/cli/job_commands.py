@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..client import Client
-from ..client.jobs import trainjob_manifest
+from ..client.jobs import JobText, trainjob_manifest
 from ..collect.results import results_dir
 from ..errors import (
     EXIT_FAILED,
@@ -35,15 +35,8 @@ if TYPE_CHECKING:
 
 
 def _job_input(file: str) -> JobInput:
-    """The file's name, or for '-' standard input's text (a job file or a TrainJob)."""
-    if file != "-":
-        return file
-    # Here, not at the top: wait, delete, collect and chaos never need the spec (pydantic).
-    from ..spec import load_job_text
-    from ..spec.loader import MAX_BYTES
-
-    text = sys.stdin.read(MAX_BYTES + 1)
-    return text if "\n" in text else load_job_text(text, "<stdin>").job
+    """The file's name, or for '-' standard input's text."""
+    return JobText.read(sys.stdin) if file == "-" else file
 
 
 def apply(args: argparse.Namespace) -> int:

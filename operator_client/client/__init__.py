@@ -1,8 +1,10 @@
-"""The Python API: `Client` (client.py), the handle it returns for a job, and the
-shapes every backend shows a job in (backends/types.py), for callers to type against.
+"""The Python API: `Client` (client.py), `JobText` (a job as text, named), the handle it
+returns for a job, and the shapes every backend shows a job in (backends/types.py), for
+callers to type against.
 
-Only `Client` is imported with the package: the rest is imported on first use (PEP 562),
-so that render, validate and schema, which need no backend, do not pay for one."""
+Only `Client` and `JobText` are imported with the package: the rest is imported on first
+use (PEP 562), so that render, validate and schema, which need no backend, do not pay for
+one."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .client import Client
+from .jobs import JobText
 
 if TYPE_CHECKING:
     from ..backends.types import (
@@ -39,6 +42,7 @@ __all__ = [
     "Finding",
     "JobChanged",
     "JobHandle",
+    "JobText",
     "JobView",
     "LogLine",
     "ProgressReport",
@@ -47,10 +51,10 @@ __all__ = [
     "Submitted",
 ]
 
-# Where each name of __all__ but Client comes from (relative to this package): the
-# shapes of backends/types.py, but for the three named after.
+# Where each name of __all__ comes from (relative to this package), but for the two
+# imported above: the shapes of backends/types.py, but for the three named after.
 _LAZY = {
-    **dict.fromkeys(__all__[1:], "..backends.types"),
+    **dict.fromkeys((n for n in __all__ if n not in ("Client", "JobText")), "..backends.types"),
     "Collected": "..collect.results",
     "FailureReport": ".failure",
     "JobHandle": ".handle",

@@ -1,28 +1,46 @@
-"""A job as the client takes it: a path, YAML text, a dict or a TrainingJob, validated
-into one LoadedJob (with the same positions and messages as a job file)."""
+"""A job as the client takes it: a path, YAML text (JobText: with the name its messages
+give it, such as <stdin>), a dict or a TrainingJob, validated into one LoadedJob (with the
+same positions and messages as a job file)."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import BadInput
+from ..spec.document import MAX_BYTES
+
+
+@dataclass(frozen=True)
+class JobText:
+    """A job file's text (or a TrainJob object's) and the name its messages give it."""
+
+    text: str
+    source: str
+
+    @classmethod
+    def read(cls, stream: TextIO, source: str = "<stdin>") -> JobText:
+        """The text of `stream`, no more of it than a job file may hold (one character
+        more: the loader then says it is too large)."""
+        return cls(stream.read(MAX_BYTES + 1), source)
+
 
 if TYPE_CHECKING:
     from ..spec import LoadedJob
     from ..spec.model import TrainingJob
 
-    JobInput = str | os.PathLike[str] | Mapping[str, Any] | TrainingJob
+    JobInput = str | os.PathLike[str] | Mapping[str, Any] | TrainingJob | JobText
 
 
 def load(job: JobInput, source: str | None = None, operator: str | None = None) -> LoadedJob:
-    """Validate `job`: a TrainingJob as it is; a mapping as the document it is; a string
-    with a line break as YAML text; any other string or path as a file name. `operator`
-    replaces its spec.operator (validated again for that operator). SpecError lists every
-    problem."""
+    """Validate `job`: a TrainingJob as it is; a mapping as the document it is; JobText,
+    or a string with a line break, as YAML text; any other string or path as a file name.
+    `operator` replaces its spec.operator (validated again for that operator). SpecError
+    lists every problem."""
     from ..spec import LoadedJob, load_job, load_job_text
     from ..spec.model import TrainingJob
 
@@ -33,6 +51,8 @@ def load(job: JobInput, source: str | None = None, operator: str | None = None) 
     if isinstance(job, Mapping):
         # JSON is YAML: the loader's checks (sizes, control characters) apply alike.
         return load_job_text(json.dumps(job), source or "<dict>", operator)
+    if isinstance(job, JobText):
+        return load_job_text(job.text, source or job.source, operator)
     if isinstance(job, str) and "\n" in job:
         return load_job_text(job, source or "<string>", operator)
     if isinstance(job, str | os.PathLike):
@@ -45,11 +65,12 @@ def trainjob_manifest(job: JobInput) -> dict[str, Any] | None:
     kind TrainJob: written by hand or by the Kubeflow SDK), to apply as it is; None for a
     job file, which `load` validates."""
     from ..kubeflow import trainjob as tj
-    from ..spec.loader import MAX_BYTES
     from ..untrusted import UntrustedFileError, read_bytes
 
     data: Any = job
-    if isinstance(job, str) and "\n" in job:
+    if isinstance(job, JobText):
+        data = _yaml(job.text)
+    elif isinstance(job, str) and "\n" in job:
         data = _yaml(job)
     elif isinstance(job, str | os.PathLike):
         try:

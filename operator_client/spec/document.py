@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract import SPEC_ENV
 
+# The most a job file (or a job given as text) may hold: the job must fit in one
+# environment variable of the pods (checks.py), so anything near this size could not run
+# anyway; it keeps validation well under a second.
+MAX_BYTES = 256 * 1024
+
 if TYPE_CHECKING:
     from .model import TrainingJob
 

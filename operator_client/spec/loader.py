@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import EXIT_BAD_INPUT, KctlTrainError
 from ..untrusted import UntrustedFileError, read_bytes
 from .checks import FieldProblem, Loc, problems, warnings
+from .document import MAX_BYTES
 from .fields import control_character
 from .issues import SpecIssue
 from .model import TrainingJob
@@ -30,9 +31,6 @@ from .model import TrainingJob
 # Guards against alias bombs ("billion laughs") and huge inputs: far above any real
 # job file, small enough that validating the largest input allowed takes well under 1 s.
 MAX_NODES = 100_000
-# Of the file: the job must fit in one environment variable of the pods (checks.py), so
-# anything near this size could not run anyway; it keeps validation well under a second.
-MAX_BYTES = 256 * 1024
 MAX_EXPANDED_CHARS = 4 << 20  # of all scalars after expanding aliases
 _PLAIN_KEY = re.compile(r"[\w./-]+")
 
