@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import BadInput
 from .base import Backend
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ def backend_for(
             home, runtimes=runtimes, objects=objects, lookup=lookup, pod_security=pod_security
         )
     if runtimes or objects or pod_security:
-        from ..errors import BadInput
-
         raise BadInput(
             "--runtime, --secret, --configmap and --pod-security are for --local: a cluster "
             "has its own (and its namespace's pod-security.kubernetes.io/enforce label)"
@@ -53,6 +52,4 @@ def backend_for(
         from .kubernetes import KubernetesBackend
 
         return KubernetesBackend(kubeconfig, context)
-    from ..errors import BadInput
-
     raise BadInput(f"backend {name!r}: use one of {', '.join(BACKENDS)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..errors import BadInput
 from ..spec.quantities import parse_quantity
 
 REPO_ENV = "KCTL_TRAIN_IMAGE_REPO"
@@ -137,8 +138,6 @@ def settle(args: argparse.Namespace) -> None:
     shape = getattr(args, "job_files", None)
     if shape is None:
         return
-    from ..errors import BadInput
-
     if shape == "many":
         args.files = [*args.files, *args.filename]
         if not args.files:

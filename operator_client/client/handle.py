@@ -17,6 +17,7 @@ from ..kubeflow.kinds import kind_of
 from ..runstore import checkpoint_log, events
 from ..runstore.checkpoint_log import SaveBudget
 from ..runstore.goodput import Account, PodTimes, account
+from ..spec.document import NotRenderedError, job_of
 from .collecting import consolidate_with_torch
 from .failure import FailureReport, failure_report
 
@@ -174,8 +175,6 @@ class JobHandle:
         return None if job is None else job.spec.save_estimate
 
     def _job(self, view: JobView | None) -> TrainingJob | None:
-        from ..spec.document import NotRenderedError, job_of
-
         try:
             return job_of(dict(self.manifest or (view or self.status()).raw))
         except (NotRenderedError, ValueError, KeyError):

@@ -7,9 +7,11 @@ server-side apply)."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from torchx.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
 from torchx.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 from torchx.workspace.api import WorkspaceMixin
@@ -112,8 +114,6 @@ class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
         role.image = built.reference
 
     def _submit_dryrun(self, app: AppDef, cfg: dict[str, CfgVal]) -> AppDryRunInfo:
-        import yaml
-
         doc = job_document(app.name, [role_spec(r) for r in app.roles], cfg)
         # Through the loader: the same validation and errors as a job.yaml.
         loaded = load_job_text(yaml.safe_dump(doc), f"<torchx app {app.name}>")
@@ -167,8 +167,6 @@ class KctlTrainScheduler(WorkspaceMixin[None], Scheduler[dict[str, CfgVal]]):
         should_tail: bool = False,
         streams: Stream | None = None,
     ) -> Iterable[str]:
-        import re
-
         namespace, name, where = parse_app_id(app_id)
         try:
             handle = self._client(where).job(name, namespace)

@@ -33,6 +33,7 @@ from ...kubeflow.pod_objects import Lookup, PodObjects, references, values_of
 from ...runstore import resume_line
 from ...runstore.checkpoints import first_complete
 from ...runstore.location import home, store_for
+from ...spec.document import NotRenderedError, job_of
 from ...storage import StoreError
 from ..base import Backend
 from ..types import (
@@ -469,8 +470,6 @@ def _resume_step(manifest: Mapping[str, Any]) -> int | None:
     (runstore/resume_line.py), the first whose files are all there (None: a fresh start,
     a checkpoint URI's, or a choice the run will refuse). Nothing is copied to tell: the
     store is the pods', and a checkpoint's size is theirs to declare."""
-    from ...spec.document import NotRenderedError, job_of
-
     try:
         job = job_of(dict(manifest))
     except NotRenderedError:
