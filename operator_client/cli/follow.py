@@ -8,6 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..client import ConditionReached, JobChanged, ProgressReport, ReplicaNote
 from ..client.store_words import LiveWords
 from ..contract import Progress
 from ..errors import KctlTrainError, WaitTimeout
@@ -36,8 +37,6 @@ class _Display:
             console.info(text)
 
     def __call__(self, event: Event) -> None:
-        from ..client import ConditionReached, JobChanged, ProgressReport, ReplicaNote
-
         if isinstance(event, ConditionReached):
             self.say(f"{event.condition.type}: {event.condition.message}")
         elif isinstance(event, ReplicaNote):
