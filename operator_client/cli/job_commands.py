@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..client import Client
 from ..client.jobs import JobText, trainjob_manifest
-from ..collect.results import results_dir
 from ..errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -104,11 +103,10 @@ def apply(args: argparse.Namespace) -> int:
     if not args.wait:
         console.info(f"  status:  kctl-train status {handle.name}{flag}")
         return EXIT_OK
-    collect_to = args.to
-    if collect_to is None and client.info.store_reachable and not args.no_collect:
-        collect_to = str(results_dir(handle.name))
+    # Without --to, a store this machine reaches is collected to handle.collect's default.
+    collect = args.to is not None or (client.info.store_reachable and not args.no_collect)
     return _follow_and_collect(
-        handle, args, again=f"kctl-train apply {args.file}{flag}", collect_to=collect_to
+        handle, args, again=f"kctl-train apply {args.file}{flag}", collect=collect
     )
 
 
@@ -128,12 +126,12 @@ def wait(args: argparse.Namespace) -> int:
         handle,
         args,
         again=f"kctl-train apply JOB_FILE{backend_flag(args)}",
-        collect_to=args.to,
+        collect=args.to is not None,
     )
 
 
 def _follow_and_collect(
-    handle: JobHandle, args: argparse.Namespace, *, again: str, collect_to: str | None
+    handle: JobHandle, args: argparse.Namespace, *, again: str, collect: bool
 ) -> int:
     view = follow(handle, logs=getattr(args, "follow", False), timeout=args.timeout)
     if view is None:
@@ -147,12 +145,12 @@ def _follow_and_collect(
         assert report is not None
         output.failure(report, again)
         return EXIT_INTERRUPTED if report.stopped else EXIT_FAILED
-    if collect_to is None:
+    if not collect:
         return EXIT_OK
     try:
         return _collected(
             lambda display: handle.collect(
-                collect_to,
+                args.to,
                 endpoint=args.endpoint,
                 progress=display,
             ),

@@ -7,27 +7,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
 from ..spec.document import MAX_BYTES
-
-
-@dataclass(frozen=True)
-class JobText:
-    """A job file's text (or a TrainJob object's) and the name its messages give it."""
-
-    text: str
-    source: str
-
-    @classmethod
-    def read(cls, stream: TextIO, source: str = "<stdin>") -> JobText:
-        """The text of `stream`, no more of it than a job file may hold (one character
-        more: the loader then says it is too large)."""
-        return cls(stream.read(MAX_BYTES + 1), source)
-
+from ..spec.document import JobText as JobText  # one of the forms a JobInput takes
 
 if TYPE_CHECKING:
     from ..spec import LoadedJob

@@ -7,8 +7,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..contract import SPEC_ENV
 
@@ -16,6 +17,21 @@ from ..contract import SPEC_ENV
 # environment variable of the pods (checks.py), so anything near this size could not run
 # anyway; it keeps validation well under a second.
 MAX_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class JobText:
+    """A job file's text (or a TrainJob object's) and the name its messages give it."""
+
+    text: str
+    source: str
+
+    @classmethod
+    def read(cls, stream: TextIO, source: str = "<stdin>") -> JobText:
+        """The text of `stream`, no more of it than a job file may hold (one character
+        more: the loader then says it is too large)."""
+        return cls(stream.read(MAX_BYTES + 1), source)
+
 
 if TYPE_CHECKING:
     from .model import TrainingJob

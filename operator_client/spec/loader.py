@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import EXIT_BAD_INPUT, KctlTrainError
 from ..untrusted import UntrustedFileError, read_bytes
 from .checks import FieldProblem, Loc, problems, warnings
-from .document import MAX_BYTES
+from .document import MAX_BYTES, JobText
 from .fields import control_character
 from .issues import SpecIssue
 from .model import TrainingJob
@@ -400,12 +400,11 @@ def load_files(
     jobs, errors = [], []
     for name in files:
         try:
-            jobs.append(
-                # At most one character over the limit: enough to refuse a larger input.
-                load_job_text(stdin.read(MAX_BYTES + 1), "<stdin>", operator)
-                if name == "-"
-                else load_job(name, operator)
-            )
+            if name == "-":
+                text = JobText.read(stdin)
+                jobs.append(load_job_text(text.text, text.source, operator))
+            else:
+                jobs.append(load_job(name, operator))
         except SpecError as exc:
             errors.extend(exc.issues)
     seen: dict[tuple[str, str], str] = {}
