@@ -52,6 +52,14 @@ TOML
 JSON
 }
 
+# A buildah image streamed into containerd as REF: no archive file, and the layer blobs are
+# dropped once unpacked (only the snapshot is kept). A copy of the ~6 GB trainer image
+# fewer at the peak and two fewer afterwards: a shared CI disk filled up importing it.
+import_image() {  # IMAGE REF (lib.sh's pipefail makes a failed push fail the import)
+  buildah push --quiet "$1" "docker-archive:/dev/stdout:$2" \
+    | ctr --address "$ctr_sock" -n k8s.io images import --local --discard-unpacked-layers - >/dev/null
+}
+
 import_images() {
   local ctr=(ctr --address "$ctr_sock" -n k8s.io)
   if ! "${ctr[@]}" images check "name==$pause_image" 2>/dev/null | grep -q "$pause_image"; then
@@ -67,21 +75,16 @@ import_images() {
     buildah config --entrypoint '["/pause"]' --user 65535:65535 "$c"
     buildah commit --quiet "$c" "$pause_image" >/dev/null
     buildah rm "$c" >/dev/null
-    buildah push --quiet "$pause_image" "docker-archive:$pause_dir/pause.tar:$pause_image"
-    "${ctr[@]}" images import "$pause_dir/pause.tar" >/dev/null || fail node "ctr could not import the pause image"
     rm -rf "$pause_dir"
+    import_image "$pause_image" "$pause_image" || fail node "ctr could not import the pause image"
   fi
   # The trainer image, when `make image` built one: imported again only when it changed.
   local built
   built=$(buildah inspect --type image --format '{{.FromImageID}}' localhost/kctl-train/trainer:dev 2>/dev/null || true)
   if [ -n "$built" ] && [ "$(cat "$state/containerd/trainer.id" 2>/dev/null)" != "$built" ]; then
     say "importing the trainer image into containerd"
-    # ~6 GB written, then unpacked: a full disk is named here, not in a make error.
-    buildah push --quiet localhost/kctl-train/trainer:dev "docker-archive:$state/trainer.tar:$trainer_image" \
-      || { rm -f "$state/trainer.tar"; fail node "buildah could not export the trainer image to $state/trainer.tar (df -h $state: is the disk full?)"; }
-    "${ctr[@]}" images import "$state/trainer.tar" >/dev/null \
-      || { rm -f "$state/trainer.tar"; fail node "ctr could not import the trainer image (df -h $state: is the disk full?)"; }
-    rm -f "$state/trainer.tar"
+    import_image localhost/kctl-train/trainer:dev "$trainer_image" \
+      || fail node "the trainer image could not be imported into containerd: it needs ~11 GB free under $state while unpacking, $(df -h --output=avail "$state" | tail -1 | tr -d ' ') is free now"
     echo "$built" > "$state/containerd/trainer.id"
   fi
 }
