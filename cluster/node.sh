@@ -77,6 +77,7 @@ import_images() {
     buildah rm "$c" >/dev/null
     rm -rf "$pause_dir"
     import_image "$pause_image" "$pause_image" || fail node "ctr could not import the pause image"
+    buildah rmi "$pause_image" >/dev/null  # containerd keeps it; the next one would be a dangling copy
   fi
   # The trainer image, when `make image` built one: imported again only when it changed.
   local built
