@@ -628,3 +628,26 @@ def test_image_pulls_are_read_from_the_kubelets_pulled_events() -> None:
     assert [go_duration(t) for t in ("1h2m3.5s", "512ms", "1.5µs", "3x", "")] == [
         3723.5, 0.512, 1.5e-06, None, None,
     ]  # fmt: skip
+
+
+META: dict[str, Any] = {"labels": {"a": "1"}, "resourceVersion": "7"}
+JOB: dict[str, Any] = {"metadata": META, "spec": {"nodes": 2}}
+
+
+@pytest.mark.parametrize(
+    ("after", "changed"),
+    [
+        (JOB, False),
+        # The operator wrote the status between the read and the apply: same request.
+        ({**JOB, "metadata": {**META, "resourceVersion": "9"}, "status": {}}, False),
+        ({**JOB, "spec": {"nodes": 3}}, True),
+        ({**JOB, "metadata": {"labels": {"a": "2"}, "resourceVersion": "8"}}, True),
+        ({**JOB, "metadata": {**META, "annotations": {"b": "1"}}}, True),
+    ],
+)
+def test_an_apply_changed_the_job_only_if_what_it_asks_for_changed(
+    after: dict[str, Any], changed: bool
+) -> None:
+    from operator_client.backends.kubernetes.pod_view import apply_changed
+
+    assert apply_changed(JOB, after) is changed

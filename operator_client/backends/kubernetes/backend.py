@@ -38,6 +38,7 @@ from ..views import conditions_of, new_events, pick, replica_count
 from .pod_reasons import pod_phase, pod_problems, restarts
 from .pod_view import (
     Pods,
+    apply_changed,
     epoch,
     finished,
     grace_of,
@@ -137,9 +138,10 @@ class KubernetesBackend(Backend):
             self._wait_gone(kind, namespace, name, grace_of(before))
             before = None
         result = self.api.apply(manifest, force=force)
-        rv = result.get("metadata", {}).get("resourceVersion")
-        changed = before is None or before.get("metadata", {}).get("resourceVersion") != rv
-        verb = "created" if before is None else ("configured" if changed else "unchanged")
+        verb = (
+            "created" if before is None
+            else "configured" if apply_changed(before, result) else "unchanged"
+        )  # fmt: skip
         return Submitted(self._view(result, []), "replaced" if replaced else verb, result)
 
     def _delete_and_wait(self, kind: Kind, namespace: str, name: str, grace: int) -> None:

@@ -1,6 +1,6 @@
-"""What a job object and its pods say, read for the view (pure): whether the job finished
-or is being deleted, what holds a deletion, a pod as a Replica, how long its image pull
-took, the times the kubelet and scheduler wrote."""
+"""What a job object and its pods say, read for the view (pure): whether the job finished,
+is being deleted or was changed by an apply, what holds a deletion, a pod as a Replica,
+how long its image pull took, the times the kubelet and scheduler wrote."""
 
 from __future__ import annotations
 
@@ -23,6 +23,19 @@ def finished(obj: Mapping[str, Any]) -> bool:
 
 def terminating(obj: Mapping[str, Any]) -> bool:
     return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def apply_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether an apply changed what the job asks for (its spec, labels, annotations).
+    Not the resourceVersion alone: the operator's status writes bump it too, and one that
+    lands between reading the job and applying it would turn an unchanged apply into a
+    "configured" one."""
+
+    def asked(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+        meta = obj.get("metadata", {})
+        return obj.get("spec"), meta.get("labels"), meta.get("annotations")
+
+    return asked(before) != asked(after)
 
 
 def job_state_words(obj: Mapping[str, Any] | None) -> str:
