@@ -143,3 +143,17 @@ def test_every_doc_the_code_points_to_is_there() -> None:
         pointed.update(re.findall(r"\bdocs/[A-Z_0-9]+\.md\b", path.read_text()))
     assert pointed, "no pointer found: the pattern is wrong"
     assert sorted(p for p in pointed if not (ROOT / p).is_file()) == []
+
+
+def test_every_file_the_help_names_is_there() -> None:
+    """A path of this repository in any command's help or description (one read
+    `values.cmd.json` after a rename) names a file or directory that exists."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    texts = []
+    for command in sub.choices.values():  # type: ignore[union-attr]
+        texts.append(command.description or "")
+        texts.extend(a.help or "" for a in command._actions)
+    named = set(re.findall(r"\b(?:charts|manifests|images|docs)/[\w./-]*\w", " ".join(texts)))
+    assert named, "no path found: the pattern is wrong"
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []

@@ -80,7 +80,7 @@ def _offline(sub: SubParsers) -> None:
     cmd.add_argument(
         "--helm",
         action="store_true",
-        help="the schema of the Helm chart's values instead (charts/kctl-train/values.cmd.json)",
+        help="the schema of the Helm chart's values instead (charts/kctl-train/values.schema.json)",
     )
     cmd.set_defaults(handler="spec_commands.schema")
 
