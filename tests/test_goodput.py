@@ -262,7 +262,8 @@ def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:
 
 
 NAMES = ["process_start", "rendezvous_start", "rendezvous_end", "restore_start", "restore_end",
-         "first_step", "steps", "exit", "imports_done"]  # fmt: skip
+         "first_step", "steps", "exit", "imports_done", "agent_start",
+         "agent_rendezvous_start"]  # fmt: skip
 NUMBER = st.floats(-1e3, 1e3, allow_nan=False)
 EVENT = st.builds(
     lambda t, name, n: {
@@ -320,6 +321,25 @@ def test_the_pods_split_the_time_before_each_ranks_process() -> None:
     ]
     assert pod_of("job-master-0", [PodTimes("job-master-0")]) == PodTimes("job-master-0")
     assert pod_of("job-master-1", [PodTimes("job-master-10")]) is None
+
+
+def test_the_agent_a_worker_was_forked_from_is_start_up_and_rendezvous() -> None:
+    """The pod (made at 0, bound at 1) started its agent at 2; the agent imported torch
+    and Lightning and checked the store until 6, then waited for the other pods until it
+    forked the worker at 8. Without the agent's events all 7 s before the worker would
+    be the container's start; with them: 1 s container start, 4 s more start-up, 2 s
+    more rendezvous."""
+    plain = attempt(8, None, [window(11, 21, 0, 100, train=10)], "finished")
+    plain[0]["host"] = "job-worker-0"
+    forked = [e(2, "agent_start"), e(6, "agent_rendezvous_start"), *plain]
+    pods = [PodTimes("job-worker-0", created=0, scheduled=1)]
+    before, after = (account([RankEvents(1, 0, f)], pods) for f in (plain, forked))
+    assert before is not None and after is not None
+    was, now = before.ranks[0].categories, after.ranks[0].categories
+    assert (was["container_start"], was["startup"], was["rendezvous"]) == (7, 2, 1)
+    assert (now["container_start"], now["startup"], now["rendezvous"]) == (1, 6, 3)
+    assert now["queued"] == 1 and now["productive"] == 10
+    assert sum(now.values()) == pytest.approx(after.wall) == before.wall
 
 
 def test_an_attempt_that_died_starting_up_counts_as_start_up() -> None:

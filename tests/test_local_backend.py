@@ -117,6 +117,15 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     # here: nothing queued).
     assert summary["goodput"]["categories"]["container_start"] > 0
     assert summary["goodput"]["categories"]["queued"] == 0
+    # Each worker was forked by its pod's agent, and records when that agent began and
+    # when it began its rendezvous: importing torch and Lightning is start-up, not the
+    # container's start (a process spawned on this machine).
+    store = open_store((tmp_path / "home/store/default/quickstart").as_uri() + "/")
+    for ranked in events.read_store(store):
+        names = [x["event"] for x in ranked.events]
+        assert names[:3] == ["agent_start", "agent_rendezvous_start", "process_start"], names
+    categories = summary["goodput"]["categories"]
+    assert categories["startup"] > 5 * categories["container_start"], categories
     # The same account from the store, without collecting, for machines and in status.
     live = kctl("goodput", "quickstart", "--local", "-o", "json", env=env, cwd=tmp_path)
     assert live.returncode == 0, live.stderr

@@ -8,8 +8,12 @@ job's first event.
 
 Events, in the order a rank writes them:
 
+- `agent_start`, `agent_rendezvous_start`: when the pod's runtime (PID 1, torchrun's agent)
+  began, and when it had imported torch and Lightning, checked the store and began its
+  rendezvous with the other pods; recorded by a Lightning worker the agent forked in its
+  first round (an in-place restart's wait is the attempts' `recovery`);
 - `process_start` (`host`: the pod's hostname, which names its pod): the worker process
-  began (before `import torch`);
+  began (forked from the agent, or before `import torch`);
 - `imports_done`: torch and Lightning are imported;
 - `rendezvous_start` / `rendezvous_end`: joining the process group;
 - `restore_start` / `restore_end` (`bytes`): fetching and verifying the checkpoint to

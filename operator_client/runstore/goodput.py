@@ -11,11 +11,14 @@ ranks add up to that wall time times the ranks), split into:
   cluster); locally, where there is no scheduler, none;
 - `image_pull`: the pod bound, waiting for its images (the kubelet's Pulled events, where
   the backend still has them: a cluster keeps events an hour; none locally);
-- `container_start`: the rest until its process started (volumes, the container and
-  torchrun's agent starting; an image pull the backend could not tell);
-- `startup`: the process before it joins the process group (imports), and after that until
-  its first training step (building the model, Lightning's setup, loading the checkpoint);
-- `rendezvous`, `restore` (fetching and verifying the checkpoint to resume from);
+- `container_start`: the rest until its process started (volumes, the container; an
+  image pull the backend could not tell);
+- `startup`: the pod's torchrun agent importing torch and Lightning and checking the store
+  (where its workers are forked from it, which record when it began), the worker before
+  it joins the process group, and after that until its first training step (building the
+  model, Lightning's setup, loading the checkpoint);
+- `rendezvous` (the agent waiting for the other pods, then the worker joining the process
+  group), `restore` (fetching and verifying the checkpoint to resume from);
 - `productive`: the training loop's time that went into steps that were kept (the step
   time: forward, backward, optimizer, and the loop's own per-step work), less the parts
   below;
@@ -314,7 +317,7 @@ def _before(first: RankEvents, pods: list[PodTimes]) -> tuple[float | None, floa
     before that process (a pod made again later is another attempt's), and how long it
     waited for its images."""
     began = first.events[0]
-    host = began.get("host") if began["event"] == "process_start" else None
+    host = (first.first("process_start") or {}).get("host")
     pod = pod_of(host, pods) if isinstance(host, str) and host else None
     if pod is None or pod.created is None or pod.created > began["t"]:
         return None, None, 0.0
@@ -385,11 +388,16 @@ def _attempt(f: RankEvents, out: RankAccount, next_resume: int | None) -> dict[s
     rest is `other`); its windows' step times into `out`."""
     c = dict.fromkeys(CATEGORIES, 0.0)
     began = f.events[0]["t"]
-    rendezvous = _span(f, "rendezvous_start", "rendezvous_end")
+    # The pod's agent waiting for the other pods (forked workers record it), then the
+    # worker joining the process group.
+    rendezvous = [
+        _span(f, "agent_rendezvous_start", "process_start"),
+        _span(f, "rendezvous_start", "rendezvous_end"),
+    ]
     restore = _span(f, "restore_start", "restore_end")
     first_step = f.first("first_step")
     windows = f.all("steps")
-    c["rendezvous"] = rendezvous[1] - rendezvous[0] if rendezvous else 0.0
+    c["rendezvous"] = sum(span[1] - span[0] for span in rendezvous if span)
     c["restore"] = restore[1] - restore[0] if restore else 0.0
     # An attempt that never reached a step (it failed while starting) was starting up
     # until its last event.

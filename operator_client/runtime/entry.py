@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import signal
 
+from . import agent_clock
+
 
 def _stop_early(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
 def main() -> int:
+    agent_clock.mark("agent_start")
     signal.signal(signal.SIGTERM, _stop_early)
     from .main import main as run
 

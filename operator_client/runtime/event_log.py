@@ -36,8 +36,9 @@ class EventLog:
     def exited(self) -> bool:
         return any(e["event"] == "exit" for e in self.events[-1:])
 
-    def record(self, event: str, **fields: Any) -> None:
-        entry = {"t": round(self.clock(), 6), "event": event, **fields}
+    def record(self, event: str, at: float | None = None, **fields: Any) -> None:
+        """Note `event` with `fields`, as of now (or of the wall-clock time `at`)."""
+        entry = {"t": round(self.clock() if at is None else at, 6), "event": event, **fields}
         with self.lock:
             self.events.append(entry)
 

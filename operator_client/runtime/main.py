@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..contract import EXIT_PREEMPTED
 from ..spec.document import nproc_per_node
+from . import agent_clock
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover, inside_torchrun
 
@@ -181,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    agent_clock.mark("agent_rendezvous_start")
     try:
         launch(args, lightning=job.spec.command is None)
     except SignalException as exc:

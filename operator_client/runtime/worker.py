@@ -30,7 +30,7 @@ from ..runstore.outputs import RankOutputs
 from ..spec.document import spec_hash
 from ..spec.model import TrainingJob
 from ..storage import ObjectStore, StoreError
-from . import rehearsal
+from . import agent_clock, rehearsal
 from .context import RuntimeConfigError, World, job_from_env, run_store, scratch_dir
 from .event_log import EventLog
 from .gpu_monitor import GpuMonitor, nvml_sampler
@@ -279,6 +279,11 @@ def main() -> int:
     """Entry point of each torchrun worker process."""
     rank = os.environ.get("RANK", "?")
     events = EventLog(int(rank) if rank.isdigit() else 0)
+    # A worker forked by the agent's first round: the pod's time began with the agent.
+    first_round = os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0"
+    if first_round and "agent_rendezvous_start" in agent_clock.MARKS:
+        for event, at in agent_clock.MARKS.items():
+            events.record(event, at=at)
     # The pod's hostname: the account finds the pod's creation and scheduling by it.
     events.record("process_start", host=os.environ.get("HOSTNAME") or platform.node())
     try:
