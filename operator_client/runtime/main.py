@@ -24,6 +24,7 @@ from ..spec.document import nproc_per_node
 from . import agent_clock
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover, inside_torchrun
+from .rendezvous_pace import pace
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
@@ -98,6 +99,7 @@ def launch(args: list[str], lightning: bool) -> None:
     from torch.distributed.run import config_from_args, get_args_parser, run
 
     parsed = get_args_parser().parse_args(args)
+    pace(int(str(parsed.nnodes).rpartition(":")[2]))
     if not lightning:
         run(parsed)
         return
