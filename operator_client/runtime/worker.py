@@ -36,6 +36,7 @@ from .event_log import EventLog
 from .gpu_monitor import GpuMonitor, nvml_sampler
 from .outputs import activate
 from .start_point import ResumeSource, agree_start, fetch_resume, node_scratch
+from .store_wait import await_store
 
 log = logging.getLogger("kctl_train.runtime")
 
@@ -156,6 +157,8 @@ def run(job: TrainingJob, world: World, events: EventLog) -> int:
     if gpu:
         torch.cuda.set_device(world.local_rank)
     events.record("rendezvous_start")
+    if world.rank != 0:
+        await_store(os.environ)
     dist.init_process_group(backend)
     # Control messages (attempt, resume point, output commits) on gloo, on CPU and GPU alike;
     # the checkpoint writers' (DCP's planning) on a gloo group of their own, from their thread.
