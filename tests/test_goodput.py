@@ -3,6 +3,7 @@ the runtime's recording of them (runtime/event_log.py, step_profiler.py)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,23 @@ def test_the_event_log_writes_the_whole_file_once_bound(tmp_path: Path) -> None:
     log.close()
     written = events.parse(2, 3, store.get_bytes(events.key(2, 3)).decode().splitlines())
     assert [(x["t"], x["event"]) for x in written.events] == [(0.0, "process_start"), (1.0, "exit")]
+
+
+def test_the_event_log_writes_the_attempts_start_as_soon_as_it_is_bound(tmp_path: Path) -> None:
+    """A pod killed long before the next periodic write (here an hour away) has still left
+    when its attempt began."""
+    from operator_client.runtime.event_log import EventLog
+
+    store = open_store((tmp_path / "store").as_uri() + "/")
+    log = EventLog(0, every=3600)
+    log.record("process_start")
+    log.bind(store, 1)
+    deadline = time.monotonic() + 60
+    while not store.exists(events.key(1, 0)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    written = events.parse(1, 0, store.get_bytes(events.key(1, 0)).decode().splitlines())
+    assert [x["event"] for x in written.events] == ["process_start"]
+    log.close()
 
 
 def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:

@@ -20,10 +20,12 @@ FLUSH_SECONDS = 10.0
 
 class EventLog:
     """One rank's events, buffered; written to the store (whole, the file is small) by a
-    thread every FLUSH_SECONDS once the attempt is known, and at close()."""
+    thread as soon as the attempt is known, then every `every` seconds, and at close()."""
 
-    def __init__(self, rank: int, clock: Callable[[], float] = time.time) -> None:
-        self.rank, self.clock = rank, clock
+    def __init__(
+        self, rank: int, clock: Callable[[], float] = time.time, every: float = FLUSH_SECONDS
+    ) -> None:
+        self.rank, self.clock, self.every = rank, clock, every
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.writing = threading.Lock()  # one flush at a time: the newest copy lands last
@@ -49,7 +51,10 @@ class EventLog:
         self.thread.start()
 
     def _run(self) -> None:
-        while not self.stopped.wait(FLUSH_SECONDS):
+        # The attempt's start at once: a pod killed before the next flush (a node lost)
+        # still leaves when it began, and the account does not take it for container start.
+        self.flush()
+        while not self.stopped.wait(self.every):
             self.flush()
 
     def flush_soon(self) -> None:
