@@ -96,10 +96,15 @@ def launch(args: list[str], lightning: bool) -> None:
     """Run torchrun's elastic agent until the workers finish (its errors propagate): the
     user's command as torchrun runs it, the Lightning worker as a function the agent's
     forks run (torchrun's `-m` would start a new interpreter each time)."""
-    from torch.distributed.run import config_from_args, get_args_parser, run
+    from torch.distributed.run import (
+        config_from_args,
+        get_args_parser,
+        parse_min_max_nnodes,
+        run,
+    )
 
     parsed = get_args_parser().parse_args(args)
-    pace(int(str(parsed.nnodes).rpartition(":")[2]))
+    pace(parse_min_max_nnodes(parsed.nnodes)[1])
     if not lightning:
         run(parsed)
         return
