@@ -254,6 +254,10 @@ def test_a_killed_replica_restarts_and_the_job_resumes(
     logs = kctl("logs", "killed", "--local", env=env, cwd=tmp_path).stdout
     assert "exited with code 137; restart 1" in logs
     assert "resuming from checkpoints/step-" in logs
+    # The Worker's agent, left without the Master's store, says so in a line.
+    assert "Traceback" not in logs
+    if replica == "master-0":
+        assert "the rendezvous failed: " in logs
     summary = json.loads((tmp_path / "results/killed/summary.json").read_text())
     assert summary["attempts"] >= 2 and summary["success"]["step"] == 160
     # The kill is in the account: a gap before the next attempt's processes, every second

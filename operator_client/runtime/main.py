@@ -188,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
 
     agent_clock.mark("agent_rendezvous_start")
     try:
@@ -202,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             ", ".join(f"rank {r}: exit {f.exitcode}" for r, f in sorted(exc.failures.items())),
         )
         return EXIT_PREEMPTED if EXIT_PREEMPTED in codes else 1
+    except RendezvousError as exc:
+        # Most often the Master's pod, which holds the rendezvous store, ended: this pod
+        # cannot rejoin a store that is gone, and its restart joins the Master's next one.
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        log.error("the rendezvous failed: %s%s; exiting, to join the next one", exc, cause)
+        return 1
     return 0
 
 
