@@ -3,7 +3,9 @@
 Both start from nothing on one node with 2 processes (gloo, CPU), fit the example
 regression model, and are timed from process start to the first finished optimizer
 step as printed on stdout/stderr. Runs are interleaved; medians compared (target <= 1.15x).
-Prints the ratio; asserts nothing.  Usage: python bench/first_step.py [RUNS]
+Also timed: from the last line each printed to its exit, the time a pod's replacement
+waits for after the work is done (the interpreter's teardown of torch, unless skipped).
+Prints the ratios; asserts nothing.  Usage: python bench/first_step.py [RUNS]
 """
 
 from __future__ import annotations
@@ -51,19 +53,22 @@ L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=5, logger=Fals
 """
 
 
-def time_to(marker: str, argv: list[str], env: dict[str, str]) -> float:
+def time_to(marker: str, argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from the start to the marker's line, and from the last line to the exit."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     assert proc.stdout is not None
-    found = None
+    found = last = None
     for line in proc.stdout:
+        last = time.perf_counter()
         if found is None and marker in line:
-            found = time.perf_counter() - start
+            found = last - start
     proc.wait()
-    assert found is not None and proc.returncode == 0, f"{argv[0]} did not reach a step"
-    return found
+    assert found is not None and last is not None, f"{argv[0]} did not reach a step"
+    assert proc.returncode == 0, f"{argv[0]} exited with {proc.returncode}"
+    return found, time.perf_counter() - last
 
 
 def main() -> None:
@@ -94,9 +99,14 @@ def main() -> None:
                     base,
                 )
             )
-    o, b = statistics.median(ours), statistics.median(bare)
+    o, b = (statistics.median(t[0] for t in side) for side in (ours, bare))
     print(f"first step, median of {runs}: kctl-train-runtime {o:.2f} s, bare torchrun {b:.2f} s")
     print(f"ratio {o / b:.2f}x (target <= 1.15x): {'met' if o / b <= 1.15 else 'NOT met'}")
+    o, b = (statistics.median(t[1] for t in side) for side in (ours, bare))
+    print(
+        f"last line to exit, median of {runs}: kctl-train-runtime {o:.2f} s, "
+        f"bare torchrun {b:.2f} s"
+    )
 
 
 if __name__ == "__main__":
