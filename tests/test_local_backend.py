@@ -162,6 +162,7 @@ def test_quickstart_end_to_end_on_the_file_store(tmp_path: Path, env: dict[str, 
     assert body["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
     logs = kctl("logs", "quickstart", "--local", env=env, cwd=tmp_path)
     assert "[master-0]" in logs.stdout and "[worker-0]" in logs.stdout
+    assert "Fontconfig error" not in logs.stdout  # a pod sees this machine's /etc/fonts
     one = kctl("logs", "quickstart", "--local", "--replica", "worker-0", env=env, cwd=tmp_path)
     assert "[rank 1]" in one.stdout and "[master-0]" not in one.stdout
     listing = kctl("status", "--local", env=env, cwd=tmp_path)

@@ -33,6 +33,9 @@ ETC = (
     "ca-certificates", "ca-certificates.conf", "pki", "localtime", "timezone", "host.conf",
     "gai.conf", "protocols", "services", "os-release", "debian_version", "alternatives",
     "mime.types",
+    # fontconfig's: without it matplotlib's font scan (torchmetrics imports pyplot in every
+    # Lightning process) opens each pod's log with "Fontconfig error".
+    "fonts",
 )  # fmt: skip
 # Not walked for secrets in the working directory: environments and caches, large and
 # made by tools (a secret kept in one is not found by name).
