@@ -23,6 +23,7 @@ from ..runstore.metrics import merge as merge_metrics
 from ..spec.model import TrainingJob
 from ..spec.save_estimate import MARGIN_SECONDS
 from ..storage import ObjectStore
+from .agreement import Cadence
 from .async_checkpoint import CheckpointWriter, SaveRequest, WriterConfig
 from .checkpoint_format import RNG_KEY, restore_rng
 from .context import RuntimeConfigError, World
@@ -32,10 +33,6 @@ from .memory import pod_memory, staging_problem
 from .snapshot import Snapshotter
 
 log = logging.getLogger("kctl_train.runtime")
-
-# Every this many batches the ranks agree (one small all-reduce) on whether any of them
-# was told to stop (SIGTERM) and, for wall-time intervals, whether a checkpoint is due.
-AGREE_EVERY = 10
 
 
 MAX_SCORES = 64  # metrics a manifest records, at most
@@ -170,6 +167,7 @@ class CheckpointCallback(L.Callback):
         self.last_saved_step = resumed_step
         self.last_save_time = time.monotonic()
         self.first_step = resumed_step
+        self.cadence = Cadence()
         # The metrics log of earlier attempts (rank 0), continued by this one.
         self.history = history
         self.skipped = 0
@@ -262,18 +260,18 @@ class CheckpointCallback(L.Callback):
         self.last_saved_step, self.last_save_time = trainer.global_step, time.monotonic()
         return True
 
-    def _agree(self, trainer: L.Trainer, batch_idx: int) -> tuple[bool, bool]:
-        """(stop, checkpoint due), the same on every rank."""
+    def _agree(self, trainer: L.Trainer) -> tuple[bool, bool]:
+        """(stop, checkpoint due), the same on every rank (agreement.py: how often)."""
         step: int = trainer.global_step
         by_steps = self.every_steps is not None and step % self.every_steps == 0
-        if batch_idx % AGREE_EVERY:
+        if not self.cadence.due():
             return False, by_steps
-        by_time = (
-            self.every_seconds is not None
-            and time.monotonic() - self.last_save_time >= self.every_seconds
-        )
-        flags = torch.tensor([float(PREEMPTED.is_set()), float(by_time)])
+        now = time.monotonic()
+        by_time = self.every_seconds is not None and now - self.last_save_time >= self.every_seconds
+        proposal = -float(self.cadence.proposal(now))
+        flags = torch.tensor([float(PREEMPTED.is_set()), float(by_time), proposal])
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.run.control)
+        self.cadence.agreed(int(-flags[2].item()), now)
         return bool(flags[0]), by_steps or bool(flags[1])
 
     def _emergency_fits(self, before: float | None = 0.0, *, explain: bool = True) -> bool:
@@ -324,7 +322,7 @@ class CheckpointCallback(L.Callback):
                 raise RuntimeConfigError(f"checkpoints refused: {problem}")
             self.snapshotter.prepare(checkpoint)
             self.prepared = True
-        stop, due = self._agree(trainer, batch_idx)
+        stop, due = self._agree(trainer)
         if not ((stop or due) and self._after_validation(trainer, stop, due)):
             self._save_or_stop(trainer, stop, due)
 

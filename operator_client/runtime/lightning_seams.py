@@ -15,7 +15,7 @@ installed Lightning; pyproject pins the range they were read from).
 - without_signal_handlers: Lightning's SIGTERM handler broadcasts from inside the signal
   handler, which breaks gloo when ranks are signalled mid-collective; the Trainer has no
   switch for it. The runtime's own handler only sets a flag that the ranks agree on at a
-  batch boundary (callbacks.AGREE_EVERY).
+  batch boundary (runtime/agreement.py).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def build_trainer(
         **train.trainer,
     )
     lightning_seams.check(trainer)
-    lightning_seams.without_signal_handlers(trainer)  # ours: callbacks.AGREE_EVERY
+    lightning_seams.without_signal_handlers(trainer)  # ours: runtime/agreement.py
     return trainer
 
 
