@@ -1,5 +1,6 @@
-"""A worker waits for rank 0's store before joining the process group
-(runtime/store_wait.py): the rule on a fake clock, then against torch's real TCPStore."""
+"""A worker waits for rank 0's store before joining the process group, an agent for the
+Master's rendezvous store before joining its next rendezvous (runtime/store_wait.py): the
+rule on a fake clock, then against torch's real TCPStore."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from torch.distributed import TCPStore
 
 from operator_client.backends.local.pods.process import free_port
-from operator_client.runtime.store_wait import POLL_S, WAIT_S, await_store
+from operator_client.runtime.store_wait import POLL_S, WAIT_S, await_port, await_store
 
 STORE = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 
@@ -54,6 +55,18 @@ def test_a_worker_polls_rank_0s_port_until_it_opens_or_the_wait_ends(
     assert await_store(env, connect=fake.connect, clock=lambda: fake.now, sleep=fake.sleep) is ready
     # The clock's sum of POLL_S may land a poll either side of WAIT_S.
     assert fake.tried == tries or (not ready and refusals and abs(fake.tried - tries) <= 1)
+
+
+@pytest.mark.parametrize(("poll_s", "refusals", "ready"), [(0.1, 5, True), (1.0, 10**9, False)])
+def test_an_agent_polls_the_rendezvous_port_at_its_pace(
+    poll_s: float, refusals: int, ready: bool
+) -> None:
+    fake = Refusing(refusals)
+    got = await_port(
+        "127.0.0.1", 29500, poll_s, connect=fake.connect, clock=lambda: fake.now, sleep=fake.sleep
+    )
+    assert got is ready
+    assert fake.tried == (refusals + 1 if ready else round(WAIT_S / poll_s) + 1)
 
 
 def test_the_wait_ends_when_rank_0s_real_store_opens() -> None:

@@ -24,13 +24,15 @@ from ..spec.document import nproc_per_node
 from . import agent_clock
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover, inside_torchrun
-from .rendezvous_pace import pace
+from .rendezvous_pace import interval, pace
+from .store_wait import await_port
 
 if TYPE_CHECKING:
     from ..spec.model import TrainingJob
 
 log = logging.getLogger("kctl_train.runtime")
 WORKER_MODULE = "operator_client.runtime.worker"
+C10D_PORT = 29400  # torchrun's c10d rendezvous, where the endpoint names no port
 # What a Lightning worker imports before its first step: ~5 s of CPU on every start, paid
 # once per pod by the agent the workers are forked from. (A forkserver would import torch a
 # second time beside the agent's own: 2.3 s more CPU per pod, which is what a new pod's
@@ -96,15 +98,9 @@ def launch(args: list[str], lightning: bool) -> None:
     """Run torchrun's elastic agent until the workers finish (its errors propagate): the
     user's command as torchrun runs it, the Lightning worker as a function the agent's
     forks run (torchrun's `-m` would start a new interpreter each time)."""
-    from torch.distributed.run import (
-        config_from_args,
-        get_args_parser,
-        parse_min_max_nnodes,
-        run,
-    )
+    from torch.distributed.run import config_from_args, get_args_parser, run
 
     parsed = get_args_parser().parse_args(args)
-    pace(parse_min_max_nnodes(parsed.nnodes)[1])
     if not lightning:
         run(parsed)
         return
@@ -112,11 +108,22 @@ def launch(args: list[str], lightning: bool) -> None:
 
     from .worker import forked_main
 
+    config, _, _ = config_from_args(parsed)
+    elastic_launch(config, entrypoint=forked_main)()
+
+
+def set_up_agent(args: list[str]) -> float:
+    """What the agent's every launch runs with, set once per process: torchrun's
+    rendezvous pace (returned: the seconds between its reads of the store), and its
+    lines about a forked worker's exit without a traceback."""
+    from torch.distributed.run import get_args_parser, parse_min_max_nnodes
+
+    nodes = parse_min_max_nnodes(get_args_parser().parse_args(args).nnodes)[1]
+    pace(nodes)
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(
         _ExitWithoutTraceback()
     )
-    config, _, _ = config_from_args(parsed)
-    elastic_launch(config, entrypoint=forked_main)()
+    return interval(nodes)
 
 
 def name_the_user(env: MutableMapping[str, str]) -> None:
@@ -185,31 +192,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = torchrun_argv(plan, job.spec.command)
     log.info("%s: %s", plan.source, " ".join(args))
+    poll_s = set_up_agent(args)
+    return run_agent(job, args, plan.rdzv_endpoint, poll_s)
 
+
+def run_agent(job: TrainingJob, args: list[str], endpoint: str, poll_s: float) -> int:
+    """torchrun's agent until the workers finish; its exit code. Where the rendezvous'
+    store went (the Master's pod, which holds it, ended), the agent joins the Master's
+    next one in this process, up to fault.maxRestarts times: a new process would import
+    torch and Lightning again, seconds of CPU beside the Master's own restart. It waits
+    for the store at `endpoint` itself, every `poll_s` (store_wait.py: torch's client
+    backs off for seconds)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.elastic.rendezvous.api import RendezvousError
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousConnectionError,
+        RendezvousError,
+    )
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-    agent_clock.mark("agent_rendezvous_start")
-    try:
-        launch(args, lightning=job.spec.command is None)
-    except SignalException as exc:
-        log.warning("agent stopped by signal %s", exc.sigval)
-        return 128 + int(exc.sigval)
-    except ChildFailedError as exc:
-        codes = {f.exitcode for f in exc.failures.values()}
-        log.error(
-            "workers failed: %s",
-            ", ".join(f"rank {r}: exit {f.exitcode}" for r, f in sorted(exc.failures.items())),
-        )
-        return EXIT_PREEMPTED if EXIT_PREEMPTED in codes else 1
-    except RendezvousError as exc:
-        # Most often the Master's pod, which holds the rendezvous store, ended: this pod
-        # cannot rejoin a store that is gone, and its restart joins the Master's next one.
-        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-        log.error("the rendezvous failed: %s%s; exiting, to join the next one", exc, cause)
-        return 1
-    return 0
+    rejoined, rejoins = 0, job.spec.fault.max_restarts
+    while True:
+        try:
+            # What a restarted pod would check first: whether the run ended meanwhile.
+            if rejoined and already_finished(job):
+                return 0
+            agent_clock.mark("agent_rendezvous_start")
+            if rejoined:  # the Master's new store, which its new agent opens
+                host, port = parse_rendezvous_endpoint(endpoint, C10D_PORT)
+                await_port(host, port, poll_s)
+            launch(args, lightning=job.spec.command is None)
+        except SignalException as exc:
+            log.warning("agent stopped by signal %s", exc.sigval)
+            return 128 + int(exc.sigval)
+        except ChildFailedError as exc:
+            codes = {f.exitcode for f in exc.failures.values()}
+            log.error(
+                "workers failed: %s",
+                ", ".join(f"rank {r}: exit {f.exitcode}" for r, f in sorted(exc.failures.items())),
+            )
+            return EXIT_PREEMPTED if EXIT_PREEMPTED in codes else 1
+        except RendezvousError as exc:
+            cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+            again = isinstance(exc, RendezvousConnectionError) and rejoined < rejoins
+            log.error(
+                "the rendezvous failed: %s%s; %s",
+                exc,
+                cause,
+                f"joining the next one ({rejoined + 1} of {rejoins})" if again
+                else "exiting, to join the next one",
+            )  # fmt: skip
+            if not again:
+                return 1
+            rejoined += 1
+            agent_clock.mark("agent_start")  # the goodput account's start of this attempt
+            continue
+        return 0
 
 
 if __name__ == "__main__":
