@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kctl_train.runtime")
 WORKER_MODULE = "operator_client.runtime.worker"
-C10D_PORT = 29400  # torchrun's c10d rendezvous, where the endpoint names no port
 # What a Lightning worker imports before its first step: ~5 s of CPU on every start, paid
 # once per pod by the agent the workers are forked from. (A forkserver would import torch a
 # second time beside the agent's own: 2.3 s more CPU per pod, which is what a new pod's
@@ -209,8 +208,10 @@ def run_agent(job: TrainingJob, args: list[str], endpoint: str, poll_s: float) -
         RendezvousConnectionError,
         RendezvousError,
     )
+    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import DEFAULT_PORT
     from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
+    host, port = parse_rendezvous_endpoint(endpoint, DEFAULT_PORT)
     rejoined, rejoins = 0, job.spec.fault.max_restarts
     while True:
         try:
@@ -219,7 +220,6 @@ def run_agent(job: TrainingJob, args: list[str], endpoint: str, poll_s: float) -
                 return 0
             agent_clock.mark("agent_rendezvous_start")
             if rejoined:  # the Master's new store, which its new agent opens
-                host, port = parse_rendezvous_endpoint(endpoint, C10D_PORT)
                 await_port(host, port, poll_s)
             launch(args, lightning=job.spec.command is None)
         except SignalException as exc:
