@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from operator_client.backends.local.sandbox import support
 from operator_client.backends.local.sandbox.network import PodNetwork
 
 from . import written
-from .test_local_backend import job_file, kctl, status_of
+from .test_local_backend import job_file, kctl, running, status_of
 
 WHY_NOT = support.why_not()
 pytestmark = pytest.mark.skipif(
@@ -562,3 +563,67 @@ def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_pat
         assert after == before
     finally:
         root_canary.unlink()
+
+
+# A pod that exits with the code the test writes into word/go, once it is there.
+AWAIT_WORD = (
+    "import os, sys, time\n"
+    "while not os.path.exists('word/go'): time.sleep(0.1)\n"
+    "sys.exit(int(open('word/go').read()))"
+)
+
+
+@pytest.mark.parametrize(("code", "outcome"), [(0, "Succeeded"), (3, "Failed")])
+def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
+    tmp_path: Path, code: int, outcome: str
+) -> None:
+    """As a restarted operator finds its job's pods running: re-applying after the
+    supervisor was killed starts no pod again, and the pods' exits (read from their
+    shims' records, not as their parent) decide the job as before."""
+    env = sandbox_env(tmp_path)
+    word = tmp_path / "word"
+    word.mkdir(mode=0o755)
+    path = job_file(
+        tmp_path,
+        "adopt",
+        f"  command: [python, -c, {json.dumps(AWAIT_WORD)}]\n"
+        "  nodes: 2\n  fault: {backoffLimit: 0}\n",
+    )
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    try:
+        local = status_of("adopt", env, tmp_path)["local"]
+        pods = {r["name"]: r["pid"] for r in local["replicas"]}
+        assert all(pods.values()), local
+        os.kill(local["supervisorPid"], signal.SIGKILL)
+        wait_for(lambda: not running(local["supervisorPid"]), "the supervisor lives on")
+        assert all(running(pid) for pid in pods.values()), "a pod ended with its supervisor"
+
+        out = kctl("apply", str(path), "--local", "--dry-run=server", env=env, cwd=tmp_path)
+        assert "lost its supervisor: apply takes over adopt-master-0, adopt-worker-0" in (
+            out.stdout + out.stderr
+        )
+        out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "pytorchjob.kubeflow.org/adopt unchanged" in out.stdout
+        assert "a new one took over adopt-master-0, adopt-worker-0" in out.stdout + out.stderr
+        again = status_of("adopt", env, tmp_path)["local"]
+        assert again["supervisorPid"] != local["supervisorPid"]
+        assert {r["name"]: r["pid"] for r in again["replicas"]} == pods  # none restarted
+
+        (word / "go").write_text(str(code))
+        (word / "go").chmod(0o644)
+        kctl("wait", "adopt", "--local", env=env, cwd=tmp_path)
+        body = status_of("adopt", env, tmp_path)
+        assert body["local"]["state"] == outcome, body
+        replicas = body["local"]["replicas"]
+        codes = [r["exitCode"] for r in replicas]
+        # torchrun's agent (the pod's PID 1) exits 1 for a failed worker; a pod whose exit
+        # was not read from its record would show the kill's 137.
+        assert codes == [0, 0] if code == 0 else 1 in codes and 137 not in codes, replicas
+        assert all(r["restarts"] == 0 for r in replicas), replicas
+        conditions = [c["type"] for c in body["status"]["conditions"]]
+        assert conditions[:2] == ["Created", "Running"] and conditions[-1] == outcome
+        log = (tmp_path / "home/local/default/adopt/logs/adopt-master-0.log").read_text()
+        assert f"a new local supervisor took over this pod (pid {pods['adopt-master-0']})" in log
+    finally:
+        kctl("delete", "adopt", "--local", env=env, cwd=tmp_path)

@@ -169,7 +169,7 @@ class Submitted:
     how: str = "server-side"  # how it was submitted, for people: server-side, local
     resume_step: int | None = None  # the committed checkpoint the run resumes from
     logs_at: str | None = None  # where the replicas' logs can be read directly
-    note: str | None = None  # what a dry run found a real submit would do first
+    note: str | None = None  # what a submit did (a dry run's: would do) beyond its verb
     # A local server dry run: the Pods it would start, as the API server would hold them.
     pods: list[dict[str, Any]] | None = None
 

@@ -91,6 +91,8 @@ def apply(args: argparse.Namespace) -> int:
     else:
         resource = kind_of(submitted.object or handle.manifest or {}).resource
         print(f"{resource}/{handle.name} {submitted.verb} ({submitted.how})")
+    if submitted.note:
+        console.info(f"  note:    {submitted.note}")
     view = submitted.view
     console.info(f"  storage: {view.storage.root if view and view.storage else '-'}")
     if submitted.resume_step is not None:

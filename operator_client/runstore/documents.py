@@ -108,6 +108,13 @@ class Document:
             raise self._bad(name, "a list")
         return [Document(item, f"{self.what}: {name}[{i}]") for i, item in enumerate(value)]
 
+    def texts(self, name: str) -> list[str]:
+        """A list of strings."""
+        value = self.raw.get(name)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._bad(name, "a list of strings")
+        return value
+
     def mapping(self, name: str) -> dict[str, Any]:
         value = self.raw.get(name)
         if not isinstance(value, dict):

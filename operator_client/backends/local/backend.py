@@ -16,8 +16,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
@@ -50,6 +48,7 @@ from ..types import (
 from ..views import new_events, pick
 from . import chaos
 from .admission import level_of
+from .adoption import running_pods
 from .jobdir import JobDir, write_json
 from .logs import LogFollower
 from .logs import tail as tail_lines
@@ -58,6 +57,7 @@ from .pods.launch import load_mode, save_mode
 from .preflight import MAX_REPLICAS, claim_store, preflight
 from .sandbox.podspec import DEFAULT_UID
 from .sandbox.support import AUTO, MODE_ENV, MODES, SANDBOX, choose
+from .supervisor import start_supervisor
 from .view import view_of
 
 if TYPE_CHECKING:
@@ -243,16 +243,19 @@ class LocalBackend(Backend):
         if errors:
             raise LocalJobError("; ".join(f.message for f in errors))
         finished = job.exists() and not job.supervisor_alive()
+        # Its supervisor died, its pods did not: a new one follows them, as a restarted
+        # operator does, and the run goes on where it is (adoption.py).
+        running = running_pods(job) if finished and job.manifest() == manifest else []
         if dry_run:
-            note = (
-                f"local job {namespace}/{name} has finished: apply replaces it"
-                if finished
-                else None
-            )
+            note = f"local job {namespace}/{name} has finished: apply replaces it"
+            if running:
+                note = f"local job {namespace}/{name} lost its supervisor: apply takes over "
+                note += ", ".join(running)
             pods = list(plan.objects) if plan else []
             return Submitted(
-                None, "checked", dict(manifest), dry_run=True, how="local", note=note, pods=pods
-            )
+                None, "checked", dict(manifest), dry_run=True, how="local",
+                note=note if finished else None, pods=pods,
+            )  # fmt: skip
         if job.exists() and not finished:
             if job.manifest() == manifest:
                 return self._submitted(job, "unchanged", None)
@@ -260,6 +263,11 @@ class LocalBackend(Backend):
                 f"local job {namespace}/{name} is still running with another spec; wait for "
                 f"it, or `kctl-train delete {name} --local` first"
             )
+        local = job.local_status() if running else None
+        if local is not None:
+            start_supervisor(job, Path(local.workdir))
+            note = f"its supervisor had ended; a new one took over {', '.join(running)}"
+            return self._submitted(job, "unchanged", None, note)
         resumes = _resume_step(manifest)  # before the new run starts to write
         # A supervisor that died (killed, say) may have left its replicas running: they
         # would train and write beside the new run. They end first.
@@ -285,27 +293,17 @@ class LocalBackend(Backend):
         if plan.trainjob and manifest["spec"]["runtimeRef"]["name"] in self.runtimes:
             write_json(job.runtime_file, self.runtimes[manifest["spec"]["runtimeRef"]["name"]])
         save_mode(job, mode, self.image)
-        with job.supervisor_log.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "operator_client.backends.local", str(job.path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # outlives this command and its terminal's Ctrl-C
-            )
-        deadline = time.monotonic() + 30
-        while not job.status():
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = job.supervisor_log.read_text(errors="replace")[-2000:]
-                raise LocalJobError(f"the local supervisor did not start:\n{tail}")
-            time.sleep(0.05)
+        start_supervisor(job, Path.cwd())
         return self._submitted(job, "replaced" if finished else "created", resumes)
 
-    def _submitted(self, job: JobDir, verb: str, resumes: int | None) -> Submitted:
+    def _submitted(
+        self, job: JobDir, verb: str, resumes: int | None, note: str | None = None
+    ) -> Submitted:
         view = self._view(job)
         how = f"local, {load_mode(job)[0].describe()}"
+        logs = str(job.path / "logs")
         return Submitted(
-            view, verb, view.raw, how=how, resume_step=resumes, logs_at=str(job.path / "logs")
+            view, verb, view.raw, how=how, resume_step=resumes, logs_at=logs, note=note
         )
 
     # 4, 5. get, list

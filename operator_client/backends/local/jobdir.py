@@ -9,6 +9,7 @@
     pods/<pod>/tmp    each replica's private /tmp (processes)
     pods/<pod>/pod.json, root/   its sandbox's description and assembly point (sandboxes)
     pods/<pod>/termination-log   why the replica last failed (its terminationMessagePath)
+    pods/<pod>/exit.json   its last exit status, as its shim recorded it (sandboxes)
     supervisor.lock   held (flock) by the supervisor process while it lives
     supervisor.log    the supervisor's own output
     stop              a stop request (its reason), written before signalling the supervisor
@@ -24,7 +25,7 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,10 @@ class LocalStatus:
     completed: float | None
     replicas: tuple[LocalReplica, ...]
     port: int | None = None  # processes: the job's rendezvous port
+    # The state machine's own conditions and the groups started: what a supervisor that
+    # takes the job over goes on from (the operator's status shows a TrainJob's renamed).
+    conditions: tuple[lc.ConditionState, ...] = ()
+    started_groups: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,6 +144,8 @@ class LocalStatus:
             "started": self.started,
             "completed": self.completed,
             "replicas": [r.to_json() for r in self.replicas],
+            "conditions": [asdict(c) for c in self.conditions],
+            "startedGroups": list(self.started_groups),
         }
 
     @classmethod
@@ -158,6 +165,17 @@ class LocalStatus:
             completed=doc.number("completed") if doc.has("completed") else None,
             replicas=tuple(LocalReplica.from_doc(r) for r in doc.objects("replicas")),
             port=doc.count("port") if doc.has("port") else None,
+            conditions=tuple(
+                lc.ConditionState(
+                    type=c.text("type"),
+                    reason=c.text("reason"),
+                    message=c.text("message"),
+                    time=c.number("time"),
+                    status=c.text("status"),
+                )
+                for c in (doc.objects("conditions") if doc.has("conditions") else ())
+            ),
+            started_groups=tuple(doc.texts("startedGroups") if doc.has("startedGroups") else ()),
         )
 
 
@@ -229,6 +247,10 @@ class JobDir:
     def termination_log(self, pod: str) -> Path:
         """The replica's terminationMessagePath: why it last failed, in its own words."""
         return self.pod_dir(pod) / "termination-log"
+
+    def exit_record(self, pod: str) -> Path:
+        """Where the pod's shim records its exit status (sandbox/exit_record.py)."""
+        return self.pod_dir(pod) / "exit.json"
 
     def exists(self) -> bool:
         return self.manifest_file.is_file()

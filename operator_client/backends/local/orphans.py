@@ -1,5 +1,5 @@
-"""The processes a dead supervisor left running: found and ended before a job is applied
-again or deleted."""
+"""The processes a dead supervisor left running: found and ended before a job is deleted,
+or applied again where a new supervisor cannot take them over (adoption.py)."""
 
 from __future__ import annotations
 

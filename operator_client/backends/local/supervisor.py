@@ -19,15 +19,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ...contract import TERMINATION_LOG_ENV
 from ...controlplane import lifecycle as lc
 from ...controlplane.pod_env import PodEnvError
 from ...controlplane.pod_plan import JobPlan, plan_of
+from ...errors import LocalJobError
 from ...untrusted import read_tail
 from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes
+from .adoption import AdoptedPod
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
 from .pods.base import Pods
 from .pods.launch import load_mode, pods_for
@@ -62,6 +64,19 @@ def restart_delays(env: Mapping[str, str]) -> tuple[float, float]:
 SETTLE_SECONDS = 3.0
 
 
+class PodProcess(Protocol):
+    """A replica's running process as the supervisor follows it: one it started
+    (subprocess.Popen) or one it took over (adoption.AdoptedPod)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
 class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
@@ -69,7 +84,7 @@ class Supervisor:
         self.plan = plan_of(job.workload(self.manifest))  # what every pod runs, built once
         self.policy = lc.Policy.of(self.plan.workload)
         self.replicas = {r.name: r for r in lc.replicas_of(self.plan.workload)}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.procs: dict[str, PodProcess] = {}
         self.restart_at: dict[str, float] = {}
         self.conditions: list[lc.ConditionState] = []
         self.detail = ""  # kctl-train's own line beyond the last condition's message
@@ -106,8 +121,14 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         try:
-            self.pods = pods_for(self.job, self.plan)
-            self._supervise()
+            # A status already here is a dead supervisor's, whose running pods the
+            # backend chose to have taken over (adoption.py); else the job is new.
+            previous = self.job.local_status()
+            addresses = (
+                {r.state.name: r.address or "" for r in previous.replicas} if previous else None
+            )
+            self.pods = pods_for(self.job, self.plan, addresses)
+            self._supervise(previous)
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
             pod_processes.kill_all(pod_processes.job_prefix(self.job.path))
@@ -119,13 +140,16 @@ class Supervisor:
             os.close(lock)
         return 0
 
-    def _supervise(self) -> None:
-        self._condition(lc.CREATED, *lc.words(self.policy, "created"))
-        if not self._start_due_groups():
-            return
-        self._condition(lc.RUNNING, *lc.words(self.policy, "running"))
-        if not self.replicas:  # numNodes 0: Jobs without pods complete at once
-            self._finish(lc.SUCCEEDED, *lc.words(self.policy, "succeeded"))
+    def _supervise(self, previous: LocalStatus | None) -> None:
+        if previous is not None:
+            self._take_over(previous)
+        else:
+            self._condition(lc.CREATED, *lc.words(self.policy, "created"))
+            if not self._start_due_groups():
+                return
+            self._condition(lc.RUNNING, *lc.words(self.policy, "running"))
+            if not self.replicas:  # numNodes 0: Jobs without pods complete at once
+                self._finish(lc.SUCCEEDED, *lc.words(self.policy, "succeeded"))
         while not self._finished():
             self._reap()
             if not self._start_due_groups():
@@ -140,6 +164,26 @@ class Supervisor:
             time.sleep(POLL_SECONDS)
         self._clean_up()
         self._write()
+
+    def _take_over(self, previous: LocalStatus) -> None:
+        """Go on from what a dead supervisor last wrote, following its running pods
+        instead of starting them again; one it was about to restart is restarted now."""
+        self.conditions = list(previous.conditions)
+        self.counted_restarts = previous.counted_restarts
+        self.started = previous.started
+        self.started_groups = list(previous.started_groups)
+        for local in previous.replicas:
+            replica, name = local.state, local.state.name
+            if name not in self.replicas:
+                continue
+            self.replicas[name] = replica
+            if local.first_started is not None:
+                self.first_started[name] = local.first_started
+            if replica.phase == lc.ACTIVE and local.pid:
+                self.procs[name] = AdoptedPod.of(self.job, name, local.pid)
+                self._note(name, f"a new local supervisor took over this pod (pid {local.pid})")
+            elif replica.phase == lc.PENDING and replica.type in self.started_groups:
+                self.restart_at[name] = time.monotonic()
 
     def _start_due_groups(self) -> bool:
         """Start the pods of every group whose dependsOn now holds (a TrainJob's
@@ -389,6 +433,8 @@ class Supervisor:
             counted_restarts=self.counted_restarts,
             started=self.started,
             completed=self.completed,
+            conditions=tuple(self.conditions),
+            started_groups=tuple(self.started_groups),
             replicas=tuple(
                 LocalReplica(
                     r,
@@ -423,6 +469,26 @@ def _storage_budget(plan: JobPlan, env: Mapping[str, str]) -> tuple[Path | None,
     roots = file_store.roots(location.root) if location else None
     limit = sum(ephemeral_limit(pod, env) for pod in plan.pods)
     return (roots[1] if roots else None), limit
+
+
+def start_supervisor(job: JobDir, workdir: Path) -> None:
+    """Start the job's supervisor in `workdir` (the pods' working directory) and wait for
+    its first status (where a status is there already: until it holds the job's lock)."""
+    with job.supervisor_log.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "operator_client.backends.local", str(job.path)],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives this command and its terminal's Ctrl-C
+        )
+    deadline = time.monotonic() + 30
+    while not (job.status() and job.supervisor_alive()):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = job.supervisor_log.read_text(errors="replace")[-2000:]
+            raise LocalJobError(f"the local supervisor did not start:\n{tail}")
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ status; `pods_for` is the one factory of the launchers (base.py is their base)."
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 
 from ....contract import ImageRoot
@@ -29,11 +30,12 @@ def load_mode(job: JobDir) -> tuple[PodsMode, ImageRoot | None]:
     return PodsMode(**raw), ImageRoot(**image) if image else None
 
 
-def pods_for(job: JobDir, plan: JobPlan) -> Pods:
-    """The job's way of running, as submitted."""
+def pods_for(job: JobDir, plan: JobPlan, addresses: Mapping[str, str] | None = None) -> Pods:
+    """The job's way of running, as submitted. `addresses`: the pod sandboxes' addresses
+    where a supervisor takes over running pods (their network is made already)."""
     mode, image = load_mode(job)
     if not mode.sandboxed:
         return ProcessPods(job, plan, mode)
     from .sandbox import SandboxPods
 
-    return SandboxPods(job, plan, mode, image)
+    return SandboxPods(job, plan, mode, image, addresses)

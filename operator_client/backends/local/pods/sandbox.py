@@ -3,6 +3,7 @@ relayed in (relay.py), and per replica a pod description for the shim (shim.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -45,11 +46,24 @@ SHIM = "operator_client.backends.local.sandbox.shim"
 
 
 class SandboxPods(Pods):
-    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode, image: ImageRoot | None) -> None:
+    def __init__(
+        self,
+        job: JobDir,
+        plan: JobPlan,
+        mode: PodsMode,
+        image: ImageRoot | None,
+        addresses: Mapping[str, str] | None = None,
+    ) -> None:
+        """`addresses`: the pods' addresses on the job's network, made already by the
+        supervisor whose running pods this one takes over (adoption.py)."""
         super().__init__(job, plan, mode)
         self.image = image
         names = [pod.name for pod in plan.pods]
-        self.network = PodNetwork.make(job.path, names)
+        self.network = (
+            PodNetwork.existing(job.path, names, addresses)
+            if addresses
+            else PodNetwork.make(job.path, names)
+        )
         dns_names = {pod.name: pod.dns_names for pod in plan.pods}
         hosts = hosts_file(self.network.addresses(), dns_names)
         self.files = {
@@ -68,6 +82,9 @@ class SandboxPods(Pods):
 
     def _file(self, name: str, text: str) -> str:
         path = self.job.path / name
+        with contextlib.suppress(FileNotFoundError):
+            if path.read_text() == text:  # shown in running pods (a supervisor took over)
+                return str(path)
         path.write_text(text)
         path.chmod(0o644)
         return str(path)
@@ -166,6 +183,7 @@ class SandboxPods(Pods):
             volumes=tuple(volumes),
             cpu_limit=cpu_limit(planned),
             ephemeral_limit=ephemeral_limit(planned, env),
+            exit_record=str(self.job.exit_record(replica.name)),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())

@@ -15,7 +15,7 @@ import fcntl
 import hashlib
 import ipaddress
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +82,18 @@ class PodNetwork:
             if subnet not in used:
                 return cls(key, subnet, tuple(pods))
         raise NetworkError(f"no free /24 left in {SUPERNET} for pod networks")
+
+    @classmethod
+    def existing(
+        cls, job_path: Path, pods: Sequence[str], addresses: Mapping[str, str]
+    ) -> PodNetwork:
+        """The network a job's pods run on now, from their addresses (each /24's
+        .2 onward: address()); ValueError where they are not this job's plan."""
+        subnet = ipaddress.IPv4Interface(f"{next(iter(addresses.values()))}/24").network
+        network = cls(key_of(job_path), subnet, tuple(pods))
+        if network.addresses() != dict(addresses):
+            raise ValueError(f"the pods' addresses {dict(addresses)} are not one job's /24")
+        return network
 
     @classmethod
     def of(cls, job_path: Path, pods: Sequence[str]) -> PodNetwork:

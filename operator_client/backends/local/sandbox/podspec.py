@@ -93,6 +93,7 @@ class PodSandbox:
     seccomp: str = "RuntimeDefault"
     volumes: tuple[Volume, ...] = ()
     ephemeral_limit: int | None = None  # bytes the pod's writable root layer may hold
+    exit_record: str = ""  # where the shim records the pod's exit (exit_record.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -6,8 +6,9 @@ forks the container's first process, which assembles the pod's root (podspec.py)
 a user namespace of its own (userns.py: the pod's root is no one on this machine), enters
 the root, drops to the pod's uid with no capabilities and execs the container's command
 as PID 1 of the pod. The shim stays outside: it places that process in the pod's cgroup
-(memory and CPU limits), forwards signals to it (SIGTERM from a pod deletion) and exits
-as it exits. When PID 1 ends, the kernel ends every other process of the pod: no trainer
+(memory and CPU limits), forwards signals to it (SIGTERM from a pod deletion), records
+its exit status (exit_record.py: for a supervisor that is not its parent) and exits as it
+exits. When PID 1 ends, the kernel ends every other process of the pod: no trainer
 outlives it.
 """
 
@@ -19,7 +20,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import cgroups, linux, seccomp
+from . import cgroups, exit_record, linux, seccomp
 from .podspec import PodSandbox
 from .userns import host_id, write_maps
 
@@ -289,9 +290,10 @@ def run(pod: PodSandbox) -> int:
                     f"OOMKilled: the pod went over its memory limit ({pod.memory_limit} bytes)"
                 )
         cgroup.remove()
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+    code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    if pod.exit_record:
+        exit_record.write(Path(pod.exit_record), os.getpid(), code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,128 @@
+"""A supervisor taking over the pods a dead one left (backends/local/adoption.py): the
+shim's exit record, the pidfd that follows a pod it did not start, and the status it goes
+on from. The whole takeover, with real pod sandboxes, is in test_pod_sandbox.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from operator_client.backends.local.adoption import KILLED, AdoptedPod
+from operator_client.backends.local.jobdir import JobDir, LocalReplica, LocalStatus
+from operator_client.backends.local.sandbox import exit_record
+from operator_client.controlplane import lifecycle as lc
+
+
+@pytest.mark.parametrize(
+    ("text", "shim", "found"),
+    [
+        ('{"shim": 41, "code": 143}', 41, 143),
+        ('{"shim": 41, "code": 0}', 41, 0),
+        ('{"shim": 40, "code": 143}', 41, None),  # an earlier start's record
+        ('{"shim": 41, "code": true}', 41, None),
+        ('{"shim": 41}', 41, None),
+        ("[41, 143]", 41, None),
+        ("{not json", 41, None),
+        (None, 41, None),  # the shim was killed itself: no record
+    ],
+)
+def test_an_exit_record_is_read_only_as_its_shim_wrote_it(
+    tmp_path: Path, text: str | None, shim: int, found: int | None
+) -> None:
+    record = tmp_path / "exit.json"
+    if text is not None:
+        record.write_text(text)
+    assert exit_record.read(record, shim) == found
+
+
+def test_an_exit_record_is_written_whole(tmp_path: Path) -> None:
+    record = tmp_path / "exit.json"
+    exit_record.write(record, 41, 137)
+    exit_record.write(record, 42, 0)  # the next start's shim replaces it
+    assert exit_record.read(record, 42) == 0 and exit_record.read(record, 41) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["exit.json"]
+
+
+def a_shim(job: JobDir, name: str) -> subprocess.Popen[bytes]:
+    """A process that is to the supervisor what a pod's shim is: its argument is the
+    pod's description."""
+    description = job.pod_dir(name) / "pod.json"
+    description.parent.mkdir(parents=True)
+    code = "import sys, time; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code, str(description)])
+
+
+def poll_until_ended(pod: AdoptedPod) -> int:
+    deadline = time.monotonic() + 20
+    while (code := pod.poll()) is None:
+        assert time.monotonic() < deadline, "the pod's end was not seen"
+        time.sleep(0.05)
+    return code
+
+
+def test_an_adopted_pod_is_followed_to_its_recorded_exit(tmp_path: Path) -> None:
+    job = JobDir(tmp_path / "job")
+    shim = a_shim(job, "p-master-0")
+    try:
+        pod = AdoptedPod.of(job, "p-master-0", shim.pid)
+        assert pod.poll() is None and pod.pid == shim.pid
+        exit_record.write(job.exit_record("p-master-0"), shim.pid, 143)
+        pod.send_signal(signal.SIGTERM)
+        assert poll_until_ended(pod) == 143 and pod.wait() == 143
+    finally:
+        shim.kill()
+        shim.wait()
+
+
+def test_a_pod_killed_with_its_shim_ended_with_the_kill(tmp_path: Path) -> None:
+    job = JobDir(tmp_path / "job")
+    shim = a_shim(job, "p-master-0")
+    pod = AdoptedPod.of(job, "p-master-0", shim.pid)
+    shim.kill()
+    assert pod.wait() == KILLED
+    shim.wait()
+
+
+def test_a_pid_that_is_not_the_pods_shim_is_taken_for_an_ended_pod(tmp_path: Path) -> None:
+    job = JobDir(tmp_path / "job")
+    shim = a_shim(job, "p-master-0")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        exit_record.write(job.exit_record("p-master-0"), other.pid, 0)
+        # The PID was reused by a process that is no pod's shim: the pod is over, and
+        # the process is neither followed nor signalled.
+        pod = AdoptedPod.of(job, "p-master-0", other.pid)
+        assert pod.poll() == 0
+        pod.send_signal(signal.SIGKILL)
+        assert other.poll() is None
+        gone = AdoptedPod.of(job, "p-master-0", 2**22 + 1)  # above pid_max's ceiling
+        assert gone.poll() == KILLED
+    finally:
+        for process in (shim, other):
+            process.kill()
+            process.wait()
+
+
+def test_the_status_a_supervisor_goes_on_from_reads_back_whole() -> None:
+    status = LocalStatus(
+        state=lc.RUNNING, message="running", supervisor_pid=7, mode="sandbox", why="root",
+        memory_limits="enforced", workdir="/w", counted_restarts=1, started=1.5,
+        completed=None,
+        replicas=(LocalReplica(lc.ReplicaState("j-master-0", "Master", 0, lc.ACTIVE), pid=9),),
+        conditions=(
+            lc.ConditionState(lc.CREATED, "Created", "made", 1.0),
+            lc.ConditionState(lc.RUNNING, "Running", "runs", 2.0),
+        ),
+        started_groups=("Master", "Worker"),
+    )  # fmt: skip
+    assert LocalStatus.from_json(json.loads(json.dumps(status.to_json()))) == status
+    body = status.to_json()
+    body["startedGroups"] = ["Master", 3]
+    with pytest.raises(ValueError, match="startedGroups"):
+        LocalStatus.from_json(body)
