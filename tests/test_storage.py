@@ -134,3 +134,25 @@ def test_the_file_store_makes_data_durable_before_the_name(
     events.clear()
     assert store.create_if_absent("attempts/1.json", b"{}")
     assert events == ["fsync-file", "fsync-dir"]
+
+
+def test_s3_stores_share_botocores_files_and_find_credentials_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Making a client mostly parses botocore's data files: every store of a process reads
+    them through one loader, while each finds the credentials the environment names when
+    it is made (botocore has no public accessor for a client's credentials)."""
+    from operator_client.storage import s3
+
+    made = []
+    for key in ("first", "second"):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+        made.append(s3.S3Store("bucket", endpoint="http://127.0.0.1:9", region="us-east-1"))
+    keys = [store.client._request_signer._credentials.access_key for store in made]
+    assert keys == ["first", "second"]
+    files: list[str] = []
+    loader = s3._data_loader()
+    monkeypatch.setattr(loader.file_loader, "load_file", lambda path: files.append(path))
+    s3.S3Store("another", endpoint="http://127.0.0.1:9", region="us-east-1")
+    assert files == []  # the third store read no file: everything was parsed already

@@ -7,15 +7,17 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import boto3
 import botocore.exceptions
+import botocore.session
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.loaders import Loader
 from urllib3.exceptions import ProtocolError
 
 from ..untrusted import MAX_DOCUMENT
@@ -59,6 +61,23 @@ def transient(exc: BaseException) -> bool:
     )
 
 
+@cache
+def _data_loader() -> Loader:
+    """botocore's reader of its data files (S3's API model, the endpoint rules), one for
+    the process: parsing them is most of what making a client costs (about 0.15 s each),
+    and a command or a rank makes several."""
+    loader: Loader = botocore.session.get_session().get_component("data_loader")
+    return loader
+
+
+def _session() -> boto3.session.Session:
+    """A session of its own for each client, so credentials are found as the environment
+    says now, reading botocore's files through the process's one loader."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _data_loader())
+    return boto3.session.Session(botocore_session=core)
+
+
 class S3Store(ObjectStore):
     def __init__(
         self,
@@ -86,7 +105,7 @@ class S3Store(ObjectStore):
             options["request_checksum_calculation"] = "when_required"
             options["response_checksum_validation"] = "when_required"
             options["s3"] = {"addressing_style": "path"}
-        self.client = boto3.session.Session().client(
+        self.client = _session().client(
             "s3",
             endpoint_url=endpoint,
             region_name=region or os.environ.get("AWS_REGION"),
@@ -101,7 +120,7 @@ class S3Store(ObjectStore):
         quick = self.client.meta.config.merge(
             Config(connect_timeout=3, read_timeout=5, retries={"total_max_attempts": 1})
         )
-        client = boto3.session.Session().client(
+        client = _session().client(
             "s3",
             endpoint_url=self.client.meta.endpoint_url,
             region_name=self.client.meta.region_name,
