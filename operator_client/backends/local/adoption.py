@@ -62,7 +62,8 @@ class AdoptedPod:
         if self.pidfd is not None:
             select.select([self.pidfd], [], [])
             self._ended()
-        return self._recorded() if self.returncode is None else self.returncode
+        assert self.returncode is not None  # set when the shim was seen to end
+        return self.returncode
 
     def _ended(self) -> None:
         assert self.pidfd is not None

@@ -247,15 +247,16 @@ class LocalBackend(Backend):
         # operator does, and the run goes on where it is (adoption.py).
         running = running_pods(job) if finished and job.manifest() == manifest else []
         if dry_run:
-            note = f"local job {namespace}/{name} has finished: apply replaces it"
+            note = None
             if running:
                 note = f"local job {namespace}/{name} lost its supervisor: apply takes over "
                 note += ", ".join(running)
+            elif finished:
+                note = f"local job {namespace}/{name} has finished: apply replaces it"
             pods = list(plan.objects) if plan else []
             return Submitted(
-                None, "checked", dict(manifest), dry_run=True, how="local",
-                note=note if finished else None, pods=pods,
-            )  # fmt: skip
+                None, "checked", dict(manifest), dry_run=True, how="local", note=note, pods=pods
+            )
         if job.exists() and not finished:
             if job.manifest() == manifest:
                 return self._submitted(job, "unchanged", None)
@@ -263,9 +264,8 @@ class LocalBackend(Backend):
                 f"local job {namespace}/{name} is still running with another spec; wait for "
                 f"it, or `kctl-train delete {name} --local` first"
             )
-        local = job.local_status() if running else None
-        if local is not None:
-            start_supervisor(job, Path(local.workdir))
+        if running:
+            start_supervisor(job)
             note = f"its supervisor had ended; a new one took over {', '.join(running)}"
             return self._submitted(job, "unchanged", None, note)
         resumes = _resume_step(manifest)  # before the new run starts to write
@@ -293,7 +293,7 @@ class LocalBackend(Backend):
         if plan.trainjob and manifest["spec"]["runtimeRef"]["name"] in self.runtimes:
             write_json(job.runtime_file, self.runtimes[manifest["spec"]["runtimeRef"]["name"]])
         save_mode(job, mode, self.image)
-        start_supervisor(job, Path.cwd())
+        start_supervisor(job)
         return self._submitted(job, "replaced" if finished else "created", resumes)
 
     def _submitted(

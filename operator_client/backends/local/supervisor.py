@@ -121,9 +121,10 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         try:
-            # A status already here is a dead supervisor's, whose running pods the
-            # backend chose to have taken over (adoption.py); else the job is new.
+            # A status here already is a dead supervisor's: its pods are taken over.
             previous = self.job.local_status()
+            if previous is not None:
+                os.chdir(previous.workdir)
             addresses = (
                 {r.state.name: r.address or "" for r in previous.replicas} if previous else None
             )
@@ -471,13 +472,12 @@ def _storage_budget(plan: JobPlan, env: Mapping[str, str]) -> tuple[Path | None,
     return (roots[1] if roots else None), limit
 
 
-def start_supervisor(job: JobDir, workdir: Path) -> None:
-    """Start the job's supervisor in `workdir` (the pods' working directory) and wait for
-    its first status (where a status is there already: until it holds the job's lock)."""
+def start_supervisor(job: JobDir) -> None:
+    """Start the job's supervisor here (the pods' working directory) and wait for its
+    first status (where a status is there already: until it holds the job's lock)."""
     with job.supervisor_log.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "operator_client.backends.local", str(job.path)],
-            cwd=workdir,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

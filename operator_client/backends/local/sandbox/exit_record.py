@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from ....untrusted import read_json
+
 
 def write(path: Path, shim_pid: int, code: int) -> None:
     """Record `code` (the shell's exit status: 128+N for signal N) as the exit of the pod
@@ -26,8 +28,8 @@ def write(path: Path, shim_pid: int, code: int) -> None:
 def read(path: Path, shim_pid: int) -> int | None:
     """The exit status the shim `shim_pid` recorded; None where it recorded none (it was
     killed itself) or the record is another's."""
-    try:
-        raw = json.loads(path.read_text())
+    try:  # a regular file of a few bytes, as the shim writes it, or none
+        raw = read_json(path, limit=256)
     except (OSError, ValueError):
         return None
     if not isinstance(raw, dict) or raw.get("shim") != shim_pid:
