@@ -1,6 +1,7 @@
 """A supervisor taking over the pods a dead one left (backends/local/adoption.py): the
 shim's exit record, the pidfd that follows a pod it did not start, and the status it goes
-on from. The whole takeover, with real pod sandboxes, is in test_pod_sandbox.py."""
+on from (the pods' network faults included). The whole takeover, with real pod
+sandboxes, is in test_pod_sandbox.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from operator_client.backends.local.adoption import KILLED, AdoptedPod
-from operator_client.backends.local.jobdir import JobDir, LocalReplica, LocalStatus
+from operator_client.backends.local.jobdir import JobDir, LocalReplica, LocalStatus, NetworkFault
 from operator_client.backends.local.sandbox import exit_record
+from operator_client.backends.types import Fault
+from operator_client.contract import PARTITION, SLOW
 from operator_client.controlplane import lifecycle as lc
 
 
@@ -114,7 +117,17 @@ def test_the_status_a_supervisor_goes_on_from_reads_back_whole() -> None:
         state=lc.RUNNING, message="running", supervisor_pid=7, mode="sandbox", why="root",
         memory_limits="enforced", workdir="/w", counted_restarts=1, started=1.5,
         completed=None,
-        replicas=(LocalReplica(lc.ReplicaState("j-master-0", "Master", 0, lc.ACTIVE), pid=9),),
+        replicas=(
+            LocalReplica(lc.ReplicaState("j-master-0", "Master", 0, lc.ACTIVE), pid=9),
+            LocalReplica(
+                lc.ReplicaState("j-worker-0", "Worker", 0, lc.ACTIVE), pid=10,
+                fault=NetworkFault(Fault(PARTITION, "j-worker-0", seconds=20.0), heal_at=99.5),
+            ),
+            LocalReplica(
+                lc.ReplicaState("j-worker-1", "Worker", 1, lc.ACTIVE), pid=11,
+                fault=NetworkFault(Fault(SLOW, "j-worker-1", delay_ms=50, loss_percent=1.5), None),
+            ),
+        ),
         conditions=(
             lc.ConditionState(lc.CREATED, "Created", "made", 1.0),
             lc.ConditionState(lc.RUNNING, "Running", "runs", 2.0),
@@ -126,3 +139,42 @@ def test_the_status_a_supervisor_goes_on_from_reads_back_whole() -> None:
     body["startedGroups"] = ["Master", 3]
     with pytest.raises(ValueError, match="startedGroups"):
         LocalStatus.from_json(body)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"action": "kill"}, "'kill' is not a network fault"),
+        ({"action": "heal"}, "'heal' is not a network fault"),
+        ({"healAt": "soon"}, "'healAt' must be a finite number"),
+        ({"delay_ms": -1}, "'delay_ms' must be a whole number"),
+        ({"pod": None}, "'pod' must be a string"),
+    ],
+)
+def test_a_network_fault_reads_back_only_as_the_supervisor_wrote_it(
+    change: dict[str, object], problem: str
+) -> None:
+    replica = LocalReplica(
+        lc.ReplicaState("j-worker-0", "Worker", 0, lc.ACTIVE),
+        fault=NetworkFault(Fault(PARTITION, "j-worker-0", seconds=20.0), heal_at=99.5),
+    )
+    body = json.loads(json.dumps(replica.to_json()))
+    body["fault"] |= change
+    status = LocalStatus(
+        state=lc.RUNNING, message="", supervisor_pid=7, mode="sandbox", why="root",
+        memory_limits="enforced", workdir="/w", counted_restarts=0, started=1.5,
+        completed=None, replicas=(),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=problem):
+        LocalStatus.from_json(status.to_json() | {"replicas": [body]})
+
+
+def test_a_network_fault_is_shown_with_when_it_heals() -> None:
+    fault = NetworkFault(Fault(PARTITION, "j-worker-0", seconds=20.0), heal_at=time.time() + 20)
+    shown = fault.describe()
+    until = time.strftime("%H:%M:%S", time.localtime(fault.heal_at))
+    assert shown == f"network fault (kctl-train chaos): cut off the network until {until}"
+    fault = NetworkFault(Fault(SLOW, "j-worker-0", delay_ms=50, loss_percent=1.5), None)
+    assert fault.describe() == (
+        "network fault (kctl-train chaos): slowed (50 ms latency, 1.5% loss)"
+    )

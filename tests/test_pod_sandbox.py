@@ -233,6 +233,8 @@ def test_chaos_kills_every_process_of_a_pod_and_cuts_its_network(tmp_path: Path)
             ).stdout
 
         assert "NO-CARRIER" in link()
+        shown = kctl("status", "esc", "--local", env=env, cwd=tmp_path).stdout
+        assert "network fault (kctl-train chaos): cut off the network until" in shown, shown
         wait_for(lambda: "NO-CARRIER" not in link(), "the partition did not heal", 15)
         out = kctl("chaos", "esc", "slow", "master-0", "--for", "2s", "--local", env=env,
                    cwd=tmp_path)  # fmt: skip
@@ -579,7 +581,8 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
 ) -> None:
     """As a restarted operator finds its job's pods running: re-applying after the
     supervisor was killed starts no pod again, and the pods' exits (read from their
-    shims' records, not as their parent) decide the job as before."""
+    shims' records, not as their parent) decide the job as before. A timed partition
+    the dead supervisor set is healed on time by the new one."""
     env = sandbox_env(tmp_path)
     word = tmp_path / "word"
     word.mkdir(mode=0o755)
@@ -591,9 +594,14 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
     )
     assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
     try:
+        out = kctl("chaos", "adopt", "partition", "worker-0", "--for", "4s", "--local",
+                   env=env, cwd=tmp_path)  # fmt: skip
+        assert out.returncode == 0, out.stderr
         local = status_of("adopt", env, tmp_path)["local"]
         pods = {r["name"]: r["pid"] for r in local["replicas"]}
         assert all(pods.values()), local
+        cut = local["replicas"][1]
+        assert cut["fault"]["action"] == "partition" and cut["fault"]["healAt"], cut
         os.kill(local["supervisorPid"], signal.SIGKILL)
         wait_for(lambda: not running(local["supervisorPid"]), "the supervisor lives on")
         assert all(running(pid) for pid in pods.values()), "a pod ended with its supervisor"
@@ -609,6 +617,13 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
         again = status_of("adopt", env, tmp_path)["local"]
         assert again["supervisorPid"] != local["supervisorPid"]
         assert {r["name"]: r["pid"] for r in again["replicas"]} == pods  # none restarted
+        worker_log = tmp_path / "home/local/default/adopt/logs/adopt-worker-0.log"
+        wait_for(lambda: "fault over: network restored" in worker_log.read_text(),
+                 "the new supervisor did not heal the partition", 15)  # fmt: skip
+        link = ["ip", "-n", cut["netns"], "-o", "link", "show", "eth0"]
+        assert "NO-CARRIER" not in subprocess.run(link, capture_output=True, text=True).stdout
+        healed = status_of("adopt", env, tmp_path)["local"]["replicas"][1]
+        assert "fault" not in healed, healed
 
         (word / "go").write_text(str(code))
         (word / "go").chmod(0o644)

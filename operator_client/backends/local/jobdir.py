@@ -24,11 +24,13 @@ import fcntl
 import json
 import os
 import tempfile
+import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ...contract import PARTITION, SLOW
 from ...controlplane import lifecycle as lc
 from ...controlplane.workload import Workload, workload_of
 from ...errors import BadInput
@@ -37,6 +39,7 @@ from ...runstore.documents import Document
 from ...runstore.location import home
 from ...spec.k8s_names import label_problem, subdomain_problem
 from ...untrusted import read_json
+from ..types import Fault
 
 
 def write_json(path: Path, body: Any) -> None:
@@ -47,6 +50,40 @@ def write_json(path: Path, body: Any) -> None:
         json.dump(body, fh, indent=2, sort_keys=True)
         fh.write("\n")
     os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class NetworkFault:
+    """A partition or slow-down a pod is under (`kctl-train chaos`): written with its
+    replica, so that a supervisor taking the job over heals it on time."""
+
+    fault: Fault
+    heal_at: float | None  # epoch seconds; None: until `chaos heal`
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self.fault), "healAt": self.heal_at}
+
+    @classmethod
+    def from_doc(cls, doc: Document, name: str) -> NetworkFault:
+        body = Document(doc.mapping(name), f"{doc.what}: {name}")
+        action = body.text("action")
+        if action not in (PARTITION, SLOW):
+            raise ValueError(f"{body.what}: action {action!r} is not a network fault")
+        fault = Fault(
+            action,
+            body.text("pod"),
+            seconds=body.number("seconds") if body.has("seconds") else None,
+            delay_ms=body.count("delay_ms"),
+            loss_percent=body.number("loss_percent"),
+        )
+        return cls(fault, body.number("healAt") if body.has("healAt") else None)
+
+    def describe(self) -> str:
+        """As `status` shows it among the replica's problems."""
+        what = replace(self.fault, seconds=None).describe()
+        if self.heal_at is not None:
+            what += time.strftime(" until %H:%M:%S", time.localtime(self.heal_at))
+        return f"network fault (kctl-train chaos): {what}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +100,8 @@ class LocalReplica:
     # a pod's creation and its container's first start.
     created: float | None = None
     first_started: float | None = None
+    # A network fault in effect on its pod (`kctl-train chaos`), and when it heals.
+    fault: NetworkFault | None = None
 
     def to_json(self) -> dict[str, Any]:
         r = self.state
@@ -75,6 +114,8 @@ class LocalReplica:
             body |= {"address": self.address, "netns": self.netns}
         if self.created is not None:
             body |= {"created": self.created, "firstStarted": self.first_started}
+        if self.fault is not None:
+            body["fault"] = self.fault.to_json()
         return body
 
     @classmethod
@@ -105,6 +146,7 @@ class LocalReplica:
             netns=optional_text("netns"),
             created=optional_number("created"),
             first_started=optional_number("firstStarted"),
+            fault=NetworkFault.from_doc(doc, "fault") if doc.has("fault") else None,
         )
 
 

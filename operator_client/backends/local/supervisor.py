@@ -125,10 +125,7 @@ class Supervisor:
             previous = self.job.local_status()
             if previous is not None:
                 os.chdir(previous.workdir)
-            addresses = (
-                {r.state.name: r.address or "" for r in previous.replicas} if previous else None
-            )
-            self.pods = pods_for(self.job, self.plan, addresses)
+            self.pods = pods_for(self.job, self.plan, previous.replicas if previous else ())
             self._supervise(previous)
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")
@@ -447,6 +444,7 @@ class Supervisor:
                     # supervisor starts, and waits only for its group's turn.
                     created=self.started,
                     first_started=self.first_started.get(r.name),
+                    fault=pods.network_fault(r.name) if pods else None,
                 )
                 for r in self.replicas.values()
             ),

@@ -82,6 +82,8 @@ def _replica(kind: Kind, job_name: str, local: LocalReplica) -> Replica:
     if r.exit_code not in (None, 0):
         why = f": {r.message}" if r.message else ""
         problems = (f"exited with code {r.exit_code}{why}",)
+    if local.fault is not None:
+        problems += (local.fault.describe(),)
     return Replica(
         name=r.name,
         tag=kind.tag(job_name, r.name),

@@ -15,7 +15,7 @@ from ....controlplane.lifecycle import ReplicaState
 from ....controlplane.pod_plan import JobPlan
 from ...types import Fault
 from .. import pod_processes
-from ..jobdir import JobDir
+from ..jobdir import JobDir, NetworkFault
 from ..sandbox.support import PodsMode
 
 Launch = tuple[list[str], dict[str, str]]
@@ -61,6 +61,10 @@ class Pods(ABC):
     def due(self) -> list[str]:
         """Replicas whose timed fault is over, healed now (called every round)."""
         return []
+
+    def network_fault(self, name: str) -> NetworkFault | None:
+        """The partition or slow-down the replica's pod is under (pod sandboxes only)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - processes hold nothing beyond themselves
         """The job has ended: release what the pods held."""

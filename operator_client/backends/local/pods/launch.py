@@ -6,12 +6,12 @@ status; `pods_for` is the one factory of the launchers (base.py is their base)."
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from ....contract import ImageRoot
 from ....controlplane.pod_plan import JobPlan
-from ..jobdir import JobDir, write_json
+from ..jobdir import JobDir, LocalReplica, write_json
 from ..sandbox.support import PROCESS, PodsMode
 from .base import Pods
 from .process import ProcessPods
@@ -30,12 +30,13 @@ def load_mode(job: JobDir) -> tuple[PodsMode, ImageRoot | None]:
     return PodsMode(**raw), ImageRoot(**image) if image else None
 
 
-def pods_for(job: JobDir, plan: JobPlan, addresses: Mapping[str, str] | None = None) -> Pods:
-    """The job's way of running, as submitted. `addresses`: the pod sandboxes' addresses
-    where a supervisor takes over running pods (their network is made already)."""
+def pods_for(job: JobDir, plan: JobPlan, previous: Sequence[LocalReplica] = ()) -> Pods:
+    """The job's way of running, as submitted. `previous`: the replicas as a dead
+    supervisor left them, where a new one takes over their running pods (their network
+    is made already, and its faults go on)."""
     mode, image = load_mode(job)
     if not mode.sandboxed:
         return ProcessPods(job, plan, mode)
     from .sandbox import SandboxPods
 
-    return SandboxPods(job, plan, mode, image, addresses)
+    return SandboxPods(job, plan, mode, image, previous)

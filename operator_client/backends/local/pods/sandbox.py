@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ....contract import HEAL, KILL, PARTITION, SLOW, ImageRoot
@@ -17,7 +17,7 @@ from ....controlplane.pod_plan import JobPlan, PodPlan
 from ....runstore.location import home
 from ...types import Fault, StorageLocation
 from .. import file_store
-from ..jobdir import JobDir
+from ..jobdir import JobDir, LocalReplica, NetworkFault
 from ..local_env import replica_command, replica_env
 from ..sandbox import cgroups
 from ..sandbox.host_view import HostView, host_view, image_env
@@ -52,13 +52,14 @@ class SandboxPods(Pods):
         plan: JobPlan,
         mode: PodsMode,
         image: ImageRoot | None,
-        addresses: Mapping[str, str] | None = None,
+        previous: Sequence[LocalReplica] = (),
     ) -> None:
-        """`addresses`: the pods' addresses on the job's network, made already by the
-        supervisor whose running pods this one takes over (adoption.py)."""
+        """`previous`: the replicas of a supervisor whose running pods this one takes
+        over (adoption.py): their network is made already, their faults go on."""
         super().__init__(job, plan, mode)
         self.image = image
         names = [pod.name for pod in plan.pods]
+        addresses = {r.state.name: r.address or "" for r in previous}
         self.network = (
             PodNetwork.existing(job.path, names, addresses)
             if addresses
@@ -77,7 +78,11 @@ class SandboxPods(Pods):
         )
         self.store = file_store.roots(location.root) if location else None
         self.s3 = bool(location and location.root.startswith("s3://"))
-        self.heal_at: dict[str, float] = {}
+        self.faults = {r.state.name: r.fault for r in previous if r.fault and r.state.name in names}
+        if self.relay is not None:  # the link is down still; the new relay must refuse too
+            for name, fault in self.faults.items():
+                if fault.fault.action == PARTITION:
+                    self.relay.partition(self.network.netns_path(name), True)
         self._host: HostView | None = None
 
     def _file(self, name: str, text: str) -> str:
@@ -208,19 +213,26 @@ class SandboxPods(Pods):
                 self.relay.partition(self.network.netns_path(fault.pod), cut)
         elif fault.action == SLOW:
             self.network.slow(fault.pod, fault.delay_ms, fault.loss_percent)
-        if fault.action in (PARTITION, SLOW) and fault.seconds:
-            self.heal_at[fault.pod] = time.monotonic() + fault.seconds
-        elif fault.action == HEAL:
-            self.heal_at.pop(fault.pod, None)
+        if fault.action == HEAL:
+            self.faults.pop(fault.pod, None)
+        else:  # the newest one's timer heals both (heal undoes both)
+            heal_at = time.time() + fault.seconds if fault.seconds else None
+            earlier = self.faults.get(fault.pod)
+            if earlier and earlier.fault.action == PARTITION:
+                fault = earlier.fault  # still cut off: what a new relay must know
+            self.faults[fault.pod] = NetworkFault(fault, heal_at)
         return fault.describe()
 
     def due(self) -> list[str]:
         """Replicas whose timed fault is over (healed now)."""
-        now = time.monotonic()
-        healed = [name for name, at in self.heal_at.items() if at <= now]
+        now = time.time()
+        healed = [n for n, f in self.faults.items() if f.heal_at is not None and f.heal_at <= now]
         for name in healed:
             self.fault(Fault(HEAL, name))
         return healed
+
+    def network_fault(self, name: str) -> NetworkFault | None:
+        return self.faults.get(name)
 
     def close(self) -> None:
         if self.relay is not None:
