@@ -613,9 +613,11 @@ class Chain:
         return problems
 
     def close(self) -> None:
-        self.job.stop()
-        if self.disk is not None:
-            subprocess.run(["umount", "-l", str(self.disk)], check=False)
+        try:
+            self.job.stop()
+        finally:  # the tmpfs is unmounted even when a pod could not be ended
+            if self.disk is not None:
+                subprocess.run(["umount", "-l", str(self.disk)], check=False)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -567,34 +568,58 @@ def test_a_root_pod_with_a_writable_root_changes_nothing_of_this_machine(tmp_pat
         root_canary.unlink()
 
 
-# A pod that exits with the code the test writes into word/go, once it is there.
-AWAIT_WORD = (
-    "import os, sys, time\n"
-    "while not os.path.exists('word/go'): time.sleep(0.1)\n"
-    "sys.exit(int(open('word/go').read()))"
-)
+# A pod that says it waits, asks its store (relayed to its loopback) for an answer once
+# the test writes word/probe, and prints it; then exits with the code the test writes
+# into word/go.
+AWAIT_WORD = """\
+import os, socket, sys, time
+print('waiting' + ' for the word', flush=True)
+probed = False
+while not os.path.exists('word/go'):
+    if not probed and os.path.exists('word/probe'):
+        probed = True
+        try:
+            with socket.create_connection(('127.0.0.1', PORT), timeout=5) as store:
+                store.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')
+                answer = store.recv(5).decode() or 'cut'
+        except OSError as exc:
+            answer = repr(exc)
+        print('store:', answer, flush=True)
+    time.sleep(0.1)
+sys.exit(int(open('word/go').read()))
+"""
 
 
 @pytest.mark.parametrize(("code", "outcome"), [(0, "Succeeded"), (3, "Failed")])
 def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
-    tmp_path: Path, code: int, outcome: str
+    tmp_path: Path, code: int, outcome: str, moto_endpoint: str, bucket: str
 ) -> None:
     """As a restarted operator finds its job's pods running: re-applying after the
     supervisor was killed starts no pod again, and the pods' exits (read from their
-    shims' records, not as their parent) decide the job as before. A timed partition
-    the dead supervisor set is healed on time by the new one."""
+    shims' records, not as their parent) decide the job as before. While no supervisor
+    runs, the pods reach their store on this machine's loopback (their shims relay it)
+    but for one cut off by a partition; the new supervisor heals that on time."""
     env = sandbox_env(tmp_path)
     word = tmp_path / "word"
     word.mkdir(mode=0o755)
+    program = AWAIT_WORD.replace("PORT", str(urlsplit(moto_endpoint).port))
     path = job_file(
         tmp_path,
         "adopt",
-        f"  command: [python, -c, {json.dumps(AWAIT_WORD)}]\n"
-        "  nodes: 2\n  fault: {backoffLimit: 0}\n",
+        f"  command: [python, -c, {json.dumps(program)}]\n"
+        "  nodes: 2\n  fault: {backoffLimit: 0}\n"
+        f"  storage: {{uri: 's3://{bucket}/runs', endpoint: '{moto_endpoint}'}}\n",
     )
     assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    logs = tmp_path / "home/local/default/adopt/logs"
     try:
-        out = kctl("chaos", "adopt", "partition", "worker-0", "--for", "4s", "--local",
+        # Past the runtime's own store calls before it runs the command: the pods wait.
+        def waiting() -> bool:
+            names = ("adopt-master-0", "adopt-worker-0")
+            return all("waiting for the word" in (logs / f"{n}.log").read_text() for n in names)
+
+        wait_for(waiting, "the pods did not start", 60)
+        out = kctl("chaos", "adopt", "partition", "worker-0", "--for", "8s", "--local",
                    env=env, cwd=tmp_path)  # fmt: skip
         assert out.returncode == 0, out.stderr
         local = status_of("adopt", env, tmp_path)["local"]
@@ -605,6 +630,21 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
         os.kill(local["supervisorPid"], signal.SIGKILL)
         wait_for(lambda: not running(local["supervisorPid"]), "the supervisor lives on")
         assert all(running(pid) for pid in pods.values()), "a pod ended with its supervisor"
+        (word / "probe").write_text("")
+        (word / "probe").chmod(0o644)
+
+        def answers() -> list[str]:
+            return [
+                line for name in pods for line in (logs / f"{name}.log").read_text().splitlines()
+                if line.startswith("store:")
+            ]  # fmt: skip
+
+        wait_for(lambda: len(answers()) == 2, "the pods did not ask their store", 15)
+        master, worker = (
+            (logs / f"{name}.log").read_text() for name in ("adopt-master-0", "adopt-worker-0")
+        )
+        assert "store: HTTP/" in master, answers()  # relayed with no supervisor
+        assert "store: HTTP/" not in worker, answers()  # cut off
 
         out = kctl("apply", str(path), "--local", "--dry-run=server", env=env, cwd=tmp_path)
         assert "lost its supervisor: apply takes over adopt-master-0, adopt-worker-0" in (
@@ -617,9 +657,9 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
         again = status_of("adopt", env, tmp_path)["local"]
         assert again["supervisorPid"] != local["supervisorPid"]
         assert {r["name"]: r["pid"] for r in again["replicas"]} == pods  # none restarted
-        worker_log = tmp_path / "home/local/default/adopt/logs/adopt-worker-0.log"
+        worker_log = logs / "adopt-worker-0.log"
         wait_for(lambda: "fault over: network restored" in worker_log.read_text(),
-                 "the new supervisor did not heal the partition", 15)  # fmt: skip
+                 "the new supervisor did not heal the partition", 20)  # fmt: skip
         link = ["ip", "-n", cut["netns"], "-o", "link", "show", "eth0"]
         assert "NO-CARRIER" not in subprocess.run(link, capture_output=True, text=True).stdout
         healed = status_of("adopt", env, tmp_path)["local"]["replicas"][1]
@@ -638,7 +678,7 @@ def test_a_new_supervisor_takes_over_the_pods_a_killed_one_left(
         assert all(r["restarts"] == 0 for r in replicas), replicas
         conditions = [c["type"] for c in body["status"]["conditions"]]
         assert conditions[:2] == ["Created", "Running"] and conditions[-1] == outcome
-        log = (tmp_path / "home/local/default/adopt/logs/adopt-master-0.log").read_text()
+        log = (logs / "adopt-master-0.log").read_text()
         assert f"a new local supervisor took over this pod (pid {pods['adopt-master-0']})" in log
     finally:
         kctl("delete", "adopt", "--local", env=env, cwd=tmp_path)

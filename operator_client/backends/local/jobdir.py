@@ -10,6 +10,7 @@
     pods/<pod>/pod.json, root/   its sandbox's description and assembly point (sandboxes)
     pods/<pod>/termination-log   why the replica last failed (its terminationMessagePath)
     pods/<pod>/exit.json   its last exit status, as its shim recorded it (sandboxes)
+    pods/<pod>/store-cut   present while the pod is cut off its store (a partition)
     supervisor.lock   held (flock) by the supervisor process while it lives
     supervisor.log    the supervisor's own output
     stop              a stop request (its reason), written before signalling the supervisor
@@ -293,6 +294,11 @@ class JobDir:
     def exit_record(self, pod: str) -> Path:
         """Where the pod's shim records its exit status (sandbox/exit_record.py)."""
         return self.pod_dir(pod) / "exit.json"
+
+    def store_cut(self, pod: str) -> Path:
+        """Present while the pod is cut off its store (a partition): its shim's relay
+        refuses then (sandbox/relay.py)."""
+        return self.pod_dir(pod) / "store-cut"
 
     def exists(self) -> bool:
         return self.manifest_file.is_file()

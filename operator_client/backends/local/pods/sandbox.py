@@ -1,5 +1,6 @@
-"""Replicas as pod sandboxes, for the supervisor: the job's network (network.py), its store
-relayed in (relay.py), and per replica a pod description for the shim (shim.py)."""
+"""Replicas as pod sandboxes, for the supervisor: the job's network (network.py), and per
+replica a pod description for the shim (shim.py), which relays a store on this machine's
+loopback into its pod (relay.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from ..sandbox.podspec import (
     mounted_volumes,
     seccomp_profile,
 )
-from ..sandbox.relay import LoopbackRelay, loopback_port
+from ..sandbox.relay import loopback_port
 from ..sandbox.support import PodsMode
 from ..sandbox.userns import host_id
 from .base import Launch, Pods, bindir
@@ -72,17 +73,16 @@ class SandboxPods(Pods):
             "/etc/resolv.conf": self._file("resolv.conf", RESOLV_CONF),
         }
         location = StorageLocation.of(plan.workload.manifest)
-        port = loopback_port(location.endpoint) if location else None
-        self.relay = (
-            LoopbackRelay(port, [self.network.netns_path(n) for n in names]) if port else None
-        )
+        # A store on this machine's loopback: each pod's shim relays it (relay.py).
+        self.store_port = loopback_port(location.endpoint) if location else None
         self.store = file_store.roots(location.root) if location else None
         self.s3 = bool(location and location.root.startswith("s3://"))
+        # The faults the pods are under go on (their links, netem and store cuts are
+        # where the dead supervisor left them); a new network starts with none.
         self.faults = {r.state.name: r.fault for r in previous if r.fault and r.state.name in names}
-        if self.relay is not None:  # the link is down still; the new relay must refuse too
-            for name, fault in self.faults.items():
-                if fault.fault.action == PARTITION:
-                    self.relay.partition(self.network.netns_path(name), True)
+        if not previous:
+            for name in names:
+                job.store_cut(name).unlink(missing_ok=True)
         self._host: HostView | None = None
 
     def _file(self, name: str, text: str) -> str:
@@ -189,6 +189,8 @@ class SandboxPods(Pods):
             cpu_limit=cpu_limit(planned),
             ephemeral_limit=ephemeral_limit(planned, env),
             exit_record=str(self.job.exit_record(replica.name)),
+            store_port=self.store_port,
+            store_cut=str(self.job.store_cut(replica.name)),
         )
         description = pod_dir / "pod.json"
         description.write_text(pod.to_json())
@@ -209,17 +211,18 @@ class SandboxPods(Pods):
             if not cut:
                 self.network.heal(fault.pod)
             self.network.partition(fault.pod, cut)
-            if self.relay is not None:
-                self.relay.partition(self.network.netns_path(fault.pod), cut)
+            store_cut = self.job.store_cut(fault.pod)  # the shim's relay reads it
+            if cut:
+                store_cut.parent.mkdir(parents=True, exist_ok=True)
+                store_cut.touch()
+            else:
+                store_cut.unlink(missing_ok=True)
         elif fault.action == SLOW:
             self.network.slow(fault.pod, fault.delay_ms, fault.loss_percent)
         if fault.action == HEAL:
             self.faults.pop(fault.pod, None)
         else:  # the newest one's timer heals both (heal undoes both)
             heal_at = time.time() + fault.seconds if fault.seconds else None
-            earlier = self.faults.get(fault.pod)
-            if earlier and earlier.fault.action == PARTITION:
-                fault = earlier.fault  # still cut off: what a new relay must know
             self.faults[fault.pod] = NetworkFault(fault, heal_at)
         return fault.describe()
 
@@ -235,8 +238,6 @@ class SandboxPods(Pods):
         return self.faults.get(name)
 
     def close(self) -> None:
-        if self.relay is not None:
-            self.relay.close()
         release(self.network)
 
 

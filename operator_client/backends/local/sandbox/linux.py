@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
@@ -23,6 +24,7 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
+_PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
@@ -47,8 +49,12 @@ def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
 
 
-def setns(path: Path, nstype: int) -> None:
-    """Join the namespace at `path` (a net namespace applies to the calling thread only)."""
+def setns(path: Path | int, nstype: int) -> None:
+    """Join the namespace at `path`, or of an open descriptor of one (a net namespace
+    applies to the calling thread only)."""
+    if isinstance(path, int):
+        _check(_libc.setns(path, nstype), f"setns fd {path}")
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         _check(_libc.setns(fd, nstype), f"setns {path}")
@@ -99,6 +105,15 @@ def _prctl(option: int, arg: int = 0, arg3: int = 0) -> None:
                     ctypes.c_ulong(0)),
         f"prctl {option}",
     )  # fmt: skip
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the thread that forked it ends, however it ends; exits
+    at once where that parent is gone already."""
+    parent = os.getppid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 class _CapHeader(ctypes.Structure):

@@ -94,6 +94,10 @@ class PodSandbox:
     volumes: tuple[Volume, ...] = ()
     ephemeral_limit: int | None = None  # bytes the pod's writable root layer may hold
     exit_record: str = ""  # where the shim records the pod's exit (exit_record.py)
+    # A store on this machine's loopback, relayed into the pod by its shim (relay.py), and
+    # the file whose presence cuts the pod off it (a partition).
+    store_port: int | None = None
+    store_cut: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

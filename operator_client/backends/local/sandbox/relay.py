@@ -1,21 +1,29 @@
 """An object store on this machine's loopback (MinIO, moto on 127.0.0.1:9000), shown on the
-same address inside each pod's network namespace: the supervisor holds a listening
-socket in every namespace and forwards each connection to the host's loopback.
+same address inside a pod's network namespace: a process the pod's shim starts holds a
+listening socket in the pod's namespace and forwards each connection to this machine's
+loopback.
 
 A pod on a cluster reaches its store over the network; a store that only this machine's
-loopback can reach would otherwise be unreachable from the sandboxes.
+loopback can reach would otherwise be unreachable from the sandboxes. The relay lives as
+long as the pod's shim, so the store stays reachable while no supervisor runs (one that
+was killed, until `apply` starts another that takes the pods over).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import socket
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import linux
+
+# How often an open connection's pod is checked for a partition (`kctl-train chaos`).
+CUT_POLL_SECONDS = 0.1
 
 
 def loopback_port(endpoint: str | None) -> int | None:
@@ -33,90 +41,87 @@ def loopback_port(endpoint: str | None) -> int | None:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
-class LoopbackRelay:
-    """Relays 127.0.0.1:`port` inside each of `namespaces` to 127.0.0.1:`port` here."""
+class PodRelay:
+    """Relays connections to `server` (listening on 127.0.0.1:`port` of the pod's
+    namespace) to 127.0.0.1:`port` of the namespace `upstream` (a descriptor of this
+    machine's, opened before joining the pod's). While the file `cut` exists the pod is
+    cut off, as its link going down would cut it: open connections are reset, new ones
+    refused (the supervisor writes it for a partition, and removes it to heal)."""
 
-    def __init__(self, port: int, namespaces: list[Path]) -> None:
-        self.port = port
-        self._servers = {ns: self._listen_in(ns) for ns in namespaces}
-        self._stopped = threading.Event()
-        self._cut: set[Path] = set()
-        self._open: dict[Path, set[socket.socket]] = {ns: set() for ns in namespaces}
+    def __init__(self, server: socket.socket, upstream: int, cut: Path) -> None:
+        self.server, self.upstream, self.cut = server, upstream, cut
+        self.port = server.getsockname()[1]
+        self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
-        for ns, server in self._servers.items():
-            threading.Thread(target=self._accept, args=(ns, server), daemon=True).start()
 
-    def partition(self, netns: Path, cut: bool) -> None:
-        """Cut (or restore) one namespace's way to the store, as its link going down
-        would: open connections are reset, new ones refused."""
-        with self._lock:
-            if not cut:
-                self._cut.discard(netns)
-                return
-            self._cut.add(netns)
-            for sock in self._open[netns]:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def _listen_in(self, netns: Path) -> socket.socket:
-        """A listening socket created inside `netns`: setns moves only the calling thread,
-        so a helper thread does it and the socket stays in that namespace."""
-        made: list[socket.socket | BaseException] = []
-
-        def listen() -> None:
+    def run(self) -> None:
+        """Serve until the server socket is closed (or the process ends)."""
+        threading.Thread(target=self._watch, daemon=True).start()
+        while True:
             try:
-                linux.setns(netns, linux.CLONE_NEWNET)
-                made.append(socket.create_server(("127.0.0.1", self.port), backlog=64))
-            except BaseException as exc:
-                made.append(exc)
-
-        thread = threading.Thread(target=listen)
-        thread.start()
-        thread.join()
-        if isinstance(made[0], BaseException):
-            raise made[0]
-        made[0].settimeout(0.5)
-        return made[0]
-
-    def _accept(self, netns: Path, server: socket.socket) -> None:
-        while not self._stopped.is_set():
-            try:
-                client, _ = server.accept()
-            except TimeoutError:
-                continue
+                client, _ = self.server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._forward, args=(netns, client), daemon=True).start()
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
 
-    def _forward(self, netns: Path, client: socket.socket) -> None:
-        client.settimeout(None)
+    def _watch(self) -> None:
+        """Reset the open connections of a pod that is cut off."""
+        while True:
+            if self.cut.exists():
+                with self._lock:
+                    for sock in self._open:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
+            time.sleep(CUT_POLL_SECONDS)
+
+    def _forward(self, client: socket.socket) -> None:
         try:
-            if netns in self._cut:
+            if self.cut.exists():
                 raise ConnectionRefusedError
+            # This thread only: its connection is made on this machine's loopback.
+            linux.setns(self.upstream, linux.CLONE_NEWNET)
             upstream = socket.create_connection(("127.0.0.1", self.port), timeout=10)
         except OSError:
             client.close()
             return
         upstream.settimeout(None)
         with self._lock:
-            self._open[netns] |= {client, upstream}
-        threads = [
+            self._open |= {client, upstream}
+        pipes = [
             threading.Thread(target=_pipe, args=pair, daemon=True)
             for pair in ((client, upstream), (upstream, client))
         ]
-        for thread in threads:
+        for thread in pipes:
             thread.start()
-        for thread in threads:
+        for thread in pipes:
             thread.join()
         with self._lock:
-            self._open[netns] -= {client, upstream}
+            self._open -= {client, upstream}
         client.close()
         upstream.close()
 
-    def close(self) -> None:
-        self._stopped.set()
-        for server in self._servers.values():
-            server.close()
+
+def start(port: int, upstream: int, cut: Path) -> int:
+    """Start a pod's relay in a process of its own, in the network namespace the caller
+    has joined (the pod's), listening before this returns; its pid. It ends with the
+    caller (the pod's shim), which starts it before the namespaces where a thread could
+    not be made (a process that unshared its PID namespace cannot start threads)."""
+    server = socket.create_server(("127.0.0.1", port), backlog=64)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            linux.die_with_parent()
+            PodRelay(server, upstream, cut).run()
+        finally:
+            os._exit(0)
+    server.close()
+    os.close(upstream)
+    return pid
+
+
+def this_network() -> int:
+    """A descriptor of the calling thread's network namespace (for the relay's upstream)."""
+    return os.open("/proc/thread-self/ns/net", os.O_RDONLY)
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:

@@ -6,9 +6,10 @@ forks the container's first process, which assembles the pod's root (podspec.py)
 a user namespace of its own (userns.py: the pod's root is no one on this machine), enters
 the root, drops to the pod's uid with no capabilities and execs the container's command
 as PID 1 of the pod. The shim stays outside: it places that process in the pod's cgroup
-(memory and CPU limits), forwards signals to it (SIGTERM from a pod deletion), records
-its exit status (exit_record.py: for a supervisor that is not its parent) and exits as it
-exits. When PID 1 ends, the kernel ends every other process of the pod: no trainer
+(memory and CPU limits), relays a store on this machine's loopback into the pod
+(relay.py), forwards signals to it (SIGTERM from a pod deletion), records its exit status
+(exit_record.py: for a supervisor that is not its parent) and exits as it exits. When
+PID 1 ends, the kernel ends every other process of the pod: no trainer
 outlives it.
 """
 
@@ -20,7 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import cgroups, exit_record, linux, seccomp
+from . import cgroups, exit_record, linux, relay, seccomp
 from .podspec import PodSandbox
 from .userns import host_id, write_maps
 
@@ -252,7 +253,11 @@ def _container(pod: PodSandbox, ready: int, unshared: int, mapped: int) -> None:
 
 def run(pod: PodSandbox) -> int:
     """Start the pod's container, wait for it; its exit status, as the shell gives it."""
+    upstream = relay.this_network() if pod.store_port else None
     linux.setns(Path(pod.netns), linux.CLONE_NEWNET)
+    store = None
+    if pod.store_port and upstream is not None:  # listening in the pod's namespace
+        store = relay.start(pod.store_port, upstream, Path(pod.store_cut))
     linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC)
     cgroup = None
     if pod.memory_limit or pod.cpu_limit:
@@ -283,6 +288,9 @@ def run(pod: PodSandbox) -> int:
     os.close(unshared_r)
     os.close(mapped_w)
     _, status = os.waitpid(pid, 0)
+    if store is not None:
+        os.kill(store, signal.SIGKILL)
+        os.waitpid(store, 0)
     if cgroup is not None:
         if cgroup.oom_killed():
             with contextlib.suppress(OSError):
