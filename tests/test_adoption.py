@@ -1,11 +1,13 @@
 """A supervisor taking over the pods a dead one left (backends/local/adoption.py): the
-shim's exit record, the pidfd that follows a pod it did not start, and the status it goes
-on from (the pods' network faults included). The whole takeover, with real pod
+shim's exit record, a process replica's keeper that writes one too, the pidfd that follows
+a pod it did not start, and the status it goes on from (the pods' network faults
+included). The whole takeover, with real pod
 sandboxes, is in test_pod_sandbox.py."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 from operator_client.backends.local.adoption import KILLED, AdoptedPod
 from operator_client.backends.local.jobdir import JobDir, LocalReplica, LocalStatus, NetworkFault
+from operator_client.backends.local.pods import keeper
 from operator_client.backends.local.sandbox import exit_record
 from operator_client.backends.types import Fault
 from operator_client.contract import PARTITION, SLOW
@@ -58,7 +61,11 @@ def a_shim(job: JobDir, name: str) -> subprocess.Popen[bytes]:
     description = job.pod_dir(name) / "pod.json"
     description.parent.mkdir(parents=True)
     code = "import sys, time; time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", code, str(description)])
+    shim = subprocess.Popen([sys.executable, "-c", code, str(description)])
+    # Until it has exec'd, the child's arguments are this process's.
+    while os.fsencode(description) not in Path(f"/proc/{shim.pid}/cmdline").read_bytes():
+        time.sleep(0.01)
+    return shim
 
 
 def poll_until_ended(pod: AdoptedPod) -> int:
@@ -178,3 +185,63 @@ def test_a_network_fault_is_shown_with_when_it_heals() -> None:
     assert fault.describe() == (
         "network fault (kctl-train chaos): slowed (50 ms latency, 1.5% loss)"
     )
+
+
+def start_keeper(record: Path, *command: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", keeper.__name__, str(record), "--", *command],
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "signum", "code"),
+    [
+        (["sh", "-c", "exit 3"], None, 3),
+        # Passed on to the replica, as a shim does ({started}: the replica runs).
+        (["sh", "-c", "touch {started}; exec sleep 30"], signal.SIGTERM, 143),
+        (["sh", "-c", "trap 'exit 0' TERM; touch {started}; sleep 30 & wait"], signal.SIGTERM, 0),
+        (["no-such-command-here"], None, 127),
+    ],
+)
+def test_a_keeper_records_its_replicas_exit(
+    tmp_path: Path, command: list[str], signum: int | None, code: int
+) -> None:
+    record, started = tmp_path / "exit.json", tmp_path / "started"
+    kept = start_keeper(record, *(part.format(started=started) for part in command))
+    try:
+        if signum is not None:
+            while not started.exists():
+                time.sleep(0.05)
+            time.sleep(0.1)  # the keeper sets its signals right after it starts the replica
+            kept.send_signal(signum)
+        assert kept.wait(timeout=20) == code
+        assert exit_record.read(record, kept.pid) == code
+        if code == 127:
+            assert "cannot start no-such-command-here" in kept.stderr.read()  # type: ignore[union-attr]
+    finally:
+        kept.kill()
+        kept.wait()
+
+
+def test_a_keeper_is_followed_by_a_supervisor_that_is_not_its_parent(tmp_path: Path) -> None:
+    job = JobDir(tmp_path / "job")
+    job.pod_dir("p-master-0").mkdir(parents=True)
+    started, go = tmp_path / "started", tmp_path / "go"
+    kept = start_keeper(
+        job.exit_record("p-master-0"),
+        "sh",
+        "-c",
+        f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 5",
+    )
+    try:
+        while not started.exists():  # taken over once it runs, as a supervisor finds it
+            assert kept.poll() is None, kept.stderr.read()  # type: ignore[union-attr]
+            time.sleep(0.05)
+        pod = AdoptedPod.of(job, "p-master-0", kept.pid)
+        assert pod.poll() is None
+        go.touch()
+        assert pod.wait() == 5  # from the record: the test, its parent, has not reaped it
+    finally:
+        kept.kill()
+        kept.wait()

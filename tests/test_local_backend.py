@@ -719,9 +719,12 @@ def test_a_killed_replica_takes_every_process_it_started_with_it(
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds processes through /proc")
-def test_reapply_after_the_supervisor_died_stops_the_old_run_first(
+def test_reapply_after_the_supervisor_died_takes_the_replicas_over_or_ends_them(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
+    """As processes too, each replica's keeper records its exit, so re-applying the same
+    spec after the supervisor died follows the running replica (same process, same
+    rendezvous port); a changed spec ends the old run first, escaped processes included."""
     pids, path = apply_escaping_job(tmp_path, env, "twice")
     (old,) = escaped_pids(pids, 1)
     body = status_of("twice", env, tmp_path)
@@ -730,6 +733,17 @@ def test_reapply_after_the_supervisor_died_stops_the_old_run_first(
     time.sleep(0.5)
     out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "pytorchjob.kubeflow.org/twice unchanged" in out.stdout, out.stdout
+    assert "a new one took over twice-master-0" in out.stdout + out.stderr
+    again = status_of("twice", env, tmp_path)["local"]
+    assert again["replicas"][0]["pid"] == old_replica and again["port"] == body["local"]["port"]
+    assert running(old) and running(old_replica)
+
+    os.kill(again["supervisorPid"], signal.SIGKILL)
+    time.sleep(0.5)
+    path.write_text(path.read_text().replace("time.sleep(300)", "time.sleep(299)"))
+    out = kctl("apply", str(path), "--local", env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "twice replaced" in out.stdout, out.stdout + out.stderr
     assert not running(old) and not running(old_replica)
     new = escaped_pids(pids, 2) - {old}
     assert new and all(running(pid) for pid in new)

@@ -1,11 +1,11 @@
 """Taking over the pods a dead supervisor left running, as a training-operator that
 restarts finds its job's pods still running and goes on from the status it wrote.
 
-A pod sandbox's shim outlives its supervisor and records its pod's exit
-(sandbox/exit_record.py), so a new supervisor can follow the pod without being its
-parent: through a pidfd, which names that one process even after its PID is reused.
-A replica that runs as a plain process has no such record: its parent alone could read
-its exit, so re-applying ends it (orphans.py) and starts the job afresh."""
+A pod sandbox's shim, and a process replica's keeper (pods/keeper.py), outlives its
+supervisor and records its pod's exit (sandbox/exit_record.py), so a new supervisor can
+follow the pod without being its parent: through a pidfd, which names that one process
+even after its PID is reused. A replica started without one (by an earlier kctl-train)
+is not taken over: re-applying ends it (orphans.py) and starts the job afresh."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ...controlplane import lifecycle as lc
 from .jobdir import JobDir
-from .pods.launch import load_mode
 from .sandbox import exit_record
 
 # What a pod whose shim was killed itself (no record) is taken to have ended with: the
@@ -42,7 +41,7 @@ class AdoptedPod:
             pidfd = os.pidfd_open(pid)
         except OSError:  # ended (ProcessLookupError), or no pidfds here
             return cls(pid, record, None)
-        if not _is_shim_of(pid, job.pod_dir(name) / "pod.json"):
+        if not _is_shim_of(pid, (job.pod_dir(name) / "pod.json", record)):
             os.close(pidfd)
             return cls(pid, record, None)
         return cls(pid, record, pidfd)
@@ -83,25 +82,26 @@ class AdoptedPod:
                 signal.pidfd_send_signal(self.pidfd, signum)
 
 
-def _is_shim_of(pid: int, description: Path) -> bool:
-    """Whether `pid` runs the shim of the pod that `description` describes (the one
-    process started with that file; an exited one has no arguments)."""
+def _is_shim_of(pid: int, paths: tuple[Path, ...]) -> bool:
+    """Whether `pid` runs the pod's shim or keeper: the one process started with one of
+    `paths` (a sandbox's description, a keeper's record) as an argument (an exited
+    process has no arguments)."""
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return os.fsencode(description) in args
+    return any(os.fsencode(path) in args for path in paths)
 
 
 def running_pods(job: JobDir) -> list[str]:
     """The pods of a job whose supervisor died that still run and can be taken over:
-    a job of pod sandboxes that had not ended, each active pod's shim still its own.
-    Empty: nothing to take over (the job is applied afresh)."""
+    a job that had not ended, each active pod's shim (or keeper) still its own. Empty:
+    nothing to take over (the job is applied afresh)."""
     try:
         local = job.local_status()
     except ValueError:  # not what a supervisor writes: nothing to go on from
         return []
-    if local is None or local.state in lc.ENDED or not load_mode(job)[0].sandboxed:
+    if local is None or local.state in lc.ENDED:
         return []
     alive = []
     for replica in local.replicas:

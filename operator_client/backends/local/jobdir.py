@@ -9,7 +9,7 @@
     pods/<pod>/tmp    each replica's private /tmp (processes)
     pods/<pod>/pod.json, root/   its sandbox's description and assembly point (sandboxes)
     pods/<pod>/termination-log   why the replica last failed (its terminationMessagePath)
-    pods/<pod>/exit.json   its last exit status, as its shim recorded it (sandboxes)
+    pods/<pod>/exit.json   its last exit status, as its shim (or keeper) recorded it
     pods/<pod>/store-cut   present while the pod is cut off its store (a partition)
     supervisor.lock   held (flock) by the supervisor process while it lives
     supervisor.log    the supervisor's own output

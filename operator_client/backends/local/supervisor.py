@@ -125,7 +125,7 @@ class Supervisor:
             previous = self.job.local_status()
             if previous is not None:
                 os.chdir(previous.workdir)
-            self.pods = pods_for(self.job, self.plan, previous.replicas if previous else ())
+            self.pods = pods_for(self.job, self.plan, previous)
             self._supervise(previous)
         except Exception as exc:
             self._finish(lc.FAILED, "SupervisorError", f"the local supervisor failed: {exc!r}")

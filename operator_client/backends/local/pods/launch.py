@@ -6,12 +6,11 @@ status; `pods_for` is the one factory of the launchers (base.py is their base)."
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict
 
 from ....contract import ImageRoot
 from ....controlplane.pod_plan import JobPlan
-from ..jobdir import JobDir, LocalReplica, write_json
+from ..jobdir import JobDir, LocalStatus, write_json
 from ..sandbox.support import PROCESS, PodsMode
 from .base import Pods
 from .process import ProcessPods
@@ -30,13 +29,13 @@ def load_mode(job: JobDir) -> tuple[PodsMode, ImageRoot | None]:
     return PodsMode(**raw), ImageRoot(**image) if image else None
 
 
-def pods_for(job: JobDir, plan: JobPlan, previous: Sequence[LocalReplica] = ()) -> Pods:
-    """The job's way of running, as submitted. `previous`: the replicas as a dead
-    supervisor left them, where a new one takes over their running pods (their network
-    is made already, and its faults go on)."""
+def pods_for(job: JobDir, plan: JobPlan, previous: LocalStatus | None = None) -> Pods:
+    """The job's way of running, as submitted. `previous`: the status a dead supervisor
+    left, where a new one takes over its running replicas (their rendezvous port or
+    network is made already, and a network fault goes on)."""
     mode, image = load_mode(job)
     if not mode.sandboxed:
-        return ProcessPods(job, plan, mode)
+        return ProcessPods(job, plan, mode, previous.port if previous else None)
     from .sandbox import SandboxPods
 
-    return SandboxPods(job, plan, mode, image, previous)
+    return SandboxPods(job, plan, mode, image, previous.replicas if previous else ())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Mapping
 
 from ....controlplane.lifecycle import ReplicaState
@@ -14,6 +15,8 @@ from ..jobdir import JobDir
 from ..local_env import LOOPBACK, replica_command, replica_env
 from ..sandbox.support import PodsMode
 from .base import Launch, Pods, bindir
+
+KEEPER = "operator_client.backends.local.pods.keeper"
 
 
 def free_port() -> int:
@@ -27,9 +30,10 @@ class ProcessPods(Pods):
     """Replicas as processes of this machine: one loopback (a free rendezvous port, the
     Service names mapped to 127.0.0.1), a private TMPDIR each, the caller's user."""
 
-    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode) -> None:
+    def __init__(self, job: JobDir, plan: JobPlan, mode: PodsMode, port: int | None = None) -> None:
+        """`port`: the rendezvous port of the replicas a supervisor takes over."""
         super().__init__(job, plan, mode)
-        self.port = free_port()
+        self.port = port or free_port()
 
     def launch(
         self, replica: ReplicaState, env: Mapping[str, str], extra: Mapping[str, str]
@@ -49,7 +53,9 @@ class ProcessPods(Pods):
         # The caller's directory plays the image's WORKDIR: its modules are importable.
         full["PYTHONPATH"] = host_pythonpath(env)
         command = replica_command(pod.container, bindir())
-        return command, full
+        # Its keeper records its exit for a supervisor that takes the job over.
+        record = str(self.job.exit_record(replica.name))
+        return [sys.executable, "-m", KEEPER, record, "--", *command], full
 
 
 def host_pythonpath(env: Mapping[str, str]) -> str:

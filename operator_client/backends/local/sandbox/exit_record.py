@@ -1,4 +1,5 @@
-"""A pod's exit status, recorded by its shim (its parent) for whoever supervises it.
+"""A pod's exit status, recorded by its shim (its parent: sandbox/shim.py, or for a replica
+run as a process pods/keeper.py) for whoever supervises it.
 
 Only a process's parent can collect its exit status. A supervisor that died and was
 started again is no pod's parent: it takes the status from this record instead, as a
@@ -11,9 +12,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 
 from ....untrusted import read_json
+
+# What a shim passes on to its pod's first process (SIGTERM from a pod deletion).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def forward_signals(pid: int) -> None:
+    """Pass the signals a pod is sent on to its first process, `pid`."""
+    for signum in FORWARDED:
+        signal.signal(signum, lambda s, _f: os.kill(pid, s))
+
+
+def code_of(status: int) -> int:
+    """A wait status as the shell gives it: the exit code, or 128+N for signal N."""
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def write(path: Path, shim_pid: int, code: int) -> None:

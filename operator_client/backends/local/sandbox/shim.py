@@ -25,7 +25,6 @@ from . import cgroups, exit_record, linux, relay, seccomp
 from .podspec import PodSandbox
 from .userns import host_id, write_maps
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
 
 
@@ -273,8 +272,7 @@ def run(pod: PodSandbox) -> int:
         _container(pod, ready, unshared_w, mapped_r)
     for fd in (ready, unshared_w, mapped_r):
         os.close(fd)
-    for signum in FORWARDED:
-        signal.signal(signum, lambda s, _f: os.kill(pid, s))
+    exit_record.forward_signals(pid)
     try:
         if cgroup is not None:
             cgroup.add(pid)
@@ -298,7 +296,7 @@ def run(pod: PodSandbox) -> int:
                     f"OOMKilled: the pod went over its memory limit ({pod.memory_limit} bytes)"
                 )
         cgroup.remove()
-    code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    code = exit_record.code_of(status)
     if pod.exit_record:
         exit_record.write(Path(pod.exit_record), os.getpid(), code)
     return code
