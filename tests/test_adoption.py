@@ -194,13 +194,16 @@ def start_keeper(record: Path, *command: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+SPIN = "while :; do sleep 0.1; done"  # leaves no process behind once the shell exits
+
+
 @pytest.mark.parametrize(
     ("command", "signum", "code"),
     [
         (["sh", "-c", "exit 3"], None, 3),
         # Passed on to the replica, as a shim does ({started}: the replica runs).
         (["sh", "-c", "touch {started}; exec sleep 30"], signal.SIGTERM, 143),
-        (["sh", "-c", "trap 'exit 0' TERM; touch {started}; sleep 30 & wait"], signal.SIGTERM, 0),
+        (["sh", "-c", f"trap 'exit 0' TERM; touch {{started}}; {SPIN}"], signal.SIGTERM, 0),
         (["no-such-command-here"], None, 127),
     ],
 )

@@ -245,6 +245,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: the container's processes
             )
+        self.pods.started(self.procs[replica.name].pid)
         self.first_started.setdefault(replica.name, time.time())
         self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE, exit_code=None)
 

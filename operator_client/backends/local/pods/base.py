@@ -35,6 +35,9 @@ class Pods(ABC):
         """The command to start `replica` and that command's environment. `env` is the
         caller's; `extra` goes to every process of the replica."""
 
+    def started(self, pid: int) -> None:  # noqa: B027 - nothing to wait for in a sandbox
+        """Called once the replica's process `pid` was started, before the next one."""
+
     # The job's rendezvous port on this machine (processes share its loopback).
     port: int | None = None
 

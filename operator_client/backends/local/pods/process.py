@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from ....controlplane.lifecycle import ReplicaState
 from ....controlplane.pod_plan import JobPlan
@@ -17,6 +19,8 @@ from ..sandbox.support import PodsMode
 from .base import Launch, Pods, bindir
 
 KEEPER = "operator_client.backends.local.pods.keeper"
+# How long a keeper may take to start its replica before the next replica starts anyway.
+KEEPER_START_SECONDS = 5.0
 
 
 def free_port() -> int:
@@ -56,6 +60,21 @@ class ProcessPods(Pods):
         # Its keeper records its exit for a supervisor that takes the job over.
         record = str(self.job.exit_record(replica.name))
         return [sys.executable, "-m", KEEPER, record, "--", *command], full
+
+    def started(self, pid: int) -> None:
+        """Wait until the keeper `pid` has started its replica. torch's rendezvous ranks
+        nodes of one address (here all are 127.0.0.1) by their agents' PIDs: replicas
+        started in order get PIDs in order, so master-0 (node-0-0) is rank 0 as the
+        pod sandboxes' addresses make it, not whichever keeper's Python came up first."""
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        deadline = time.monotonic() + KEEPER_START_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                if children.read_text().strip():
+                    return
+            except OSError:  # it ended (it could not start the replica), or no such file
+                return
+            time.sleep(0.005)
 
 
 def host_pythonpath(env: Mapping[str, str]) -> str:
