@@ -41,7 +41,7 @@ class AdoptedPod:
             pidfd = os.pidfd_open(pid)
         except OSError:  # ended (ProcessLookupError), or no pidfds here
             return cls(pid, record, None)
-        if not _is_shim_of(pid, (job.pod_dir(name) / "pod.json", record)):
+        if not _keeps_pod(pid, (job.pod_dir(name) / "pod.json", record)):
             os.close(pidfd)
             return cls(pid, record, None)
         return cls(pid, record, pidfd)
@@ -82,7 +82,7 @@ class AdoptedPod:
                 signal.pidfd_send_signal(self.pidfd, signum)
 
 
-def _is_shim_of(pid: int, paths: tuple[Path, ...]) -> bool:
+def _keeps_pod(pid: int, paths: tuple[Path, ...]) -> bool:
     """Whether `pid` runs the pod's shim or keeper: the one process started with one of
     `paths` (a sandbox's description, a keeper's record) as an argument (an exited
     process has no arguments)."""
