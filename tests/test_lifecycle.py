@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from operator_client.controlplane import crash_loop
 from operator_client.controlplane import lifecycle as lc
 
 
@@ -245,3 +246,34 @@ def held(*types: str, status: str = "True") -> list[dict[str, str]]:
 )
 def test_one_state_word_for_either_kind(obj: dict[str, Any], state: str) -> None:
     assert lc.state_of(obj) == state
+
+
+def test_only_the_kubelet_restarts_a_container_in_place() -> None:
+    ec = policy(restart={"Master": "ExitCode", "Worker": "ExitCode"})
+    assert not lc.on_exit(ec, [M, W0], W0, 137, 0).in_place  # the operator makes a new pod
+    assert lc.on_exit(policy(), [M, W0], W0, 137, 0).in_place
+    always = policy(restart={"Master": "Always", "Worker": "Always"})
+    assert lc.on_exit(always, [M, W0], W0, 0, 0).in_place
+
+
+# (exit times, in seconds, of one container restarted in place; the waits before each
+# restart) with the back-off 1 s doubling to 30 s (the kubelet's 10 s to 300 s, scaled).
+CRASH_LOOPS = [
+    ([0.0], [0.0]),  # the first restart: at once
+    ([0.0, 5.0, 12.0, 20.0], [0.0, 1.0, 2.0, 4.0]),
+    ([0.0, 0.5, 2.0, 5.0, 10.0, 25.0, 60.0, 100.0], [0, 1, 2, 4, 8, 16, 30, 30]),
+    # A container that ran more than 2 x 30 s since its last restart (due at 5 + 1) starts
+    # over; one that ran 59.5 s does not.
+    ([0.0, 5.0, 66.5], [0.0, 1.0, 0.0]),
+    ([0.0, 5.0, 65.5, 70.0], [0.0, 1.0, 2.0, 4.0]),
+    ([0.0, 100.0, 101.0], [0.0, 0.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize(("exits", "waits"), CRASH_LOOPS)
+def test_the_kubelets_wait_before_each_restart(exits: list[float], waits: list[float]) -> None:
+    loop, seen = crash_loop.CrashLoop(), []
+    for exited_at in exits:
+        wait, loop = crash_loop.next_restart(loop, exited_at, 1.0, 30.0)
+        seen.append(wait)
+    assert seen == waits

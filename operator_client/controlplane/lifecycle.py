@@ -91,7 +91,7 @@ class ReplicaState:
     index: int
     phase: str = PENDING
     restarts: int = 0  # container restarts, as in the pod's restartCount
-    exit_code: int | None = None
+    exit_code: int | None = None  # its last run's, kept by a restart (the pod's lastState)
     message: str | None = None  # why it last failed (its termination message)
 
 
@@ -113,6 +113,7 @@ class Decision:
 
     restart: bool = False  # start the replica again
     counted: bool = False  # the restart counts toward backoffLimit
+    in_place: bool = False  # the kubelet restarts the container (crash_loop.py's wait)
     condition: str | None = None  # the job's new condition, if any
     reason: str = ""
     message: str = ""
@@ -227,7 +228,7 @@ def on_exit(
     restart_policy = policy.restart.get(exited.type, "OnFailure")
     if code == 0:
         if restart_policy == "Always":
-            return Decision(restart=True, counted=True)
+            return Decision(restart=True, counted=True, in_place=True)
         if _succeeded(policy, replicas):
             return _decide(policy, "succeeded", exited, code)
         return Decision()
@@ -240,7 +241,7 @@ def on_exit(
         return _decide(policy, "restarting", exited, code, restart=True)
     if _past_backoff_limit(policy, counted_restarts + 1):
         return _decide(policy, "backoff", exited, code)
-    return _decide(policy, "restarting", exited, code, restart=True, counted=True)
+    return _decide(policy, "restarting", exited, code, restart=True, counted=True, in_place=True)
 
 
 def deadline_exceeded(policy: Policy, started: float, now: float) -> Decision | None:

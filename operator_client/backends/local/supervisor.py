@@ -19,10 +19,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ...contract import TERMINATION_LOG_ENV
 from ...controlplane import lifecycle as lc
+from ...controlplane.crash_loop import CrashLoop, next_restart
 from ...controlplane.pod_env import PodEnvError
 from ...controlplane.pod_plan import JobPlan, plan_of
 from ...errors import LocalJobError
@@ -31,13 +32,14 @@ from ..types import StorageLocation
 from . import chaos, eviction, file_store, pod_processes
 from .adoption import AdoptedPod
 from .jobdir import JobDir, LocalReplica, LocalStatus, write_json
-from .pods.base import Pods
+from .pods.base import PodProcess, Pods
 from .pods.launch import load_mode, pods_for
 from .sandbox.podspec import ephemeral_limit
 
 POLL_SECONDS = 0.2
-# A replica that ended is restarted after 1 s, doubling up to 30 s (the kubelet: 10 s to 5
-# min); FIRST,MAX seconds in this variable change it (a quick rehearsal of a backoff limit).
+# A replica restarted in place waits as under the kubelet (crash_loop.py): the first time
+# not at all, then 1 s doubling up to 30 s (the kubelet: 10 s to 5 min); FIRST,MAX seconds
+# in this variable change it (a quick rehearsal of a backoff limit).
 RESTART_DELAY = (1.0, 30.0)
 RESTART_BACKOFF_ENV = "KCTL_TRAIN_LOCAL_RESTART_BACKOFF"
 
@@ -64,19 +66,6 @@ def restart_delays(env: Mapping[str, str]) -> tuple[float, float]:
 SETTLE_SECONDS = 3.0
 
 
-class PodProcess(Protocol):
-    """A replica's running process as the supervisor follows it: one it started
-    (subprocess.Popen) or one it took over (adoption.AdoptedPod)."""
-
-    pid: int
-
-    def poll(self) -> int | None: ...
-
-    def wait(self) -> int: ...
-
-    def send_signal(self, sig: int) -> None: ...
-
-
 class Supervisor:
     def __init__(self, job: JobDir, env: Mapping[str, str]) -> None:
         self.job = job
@@ -86,6 +75,8 @@ class Supervisor:
         self.replicas = {r.name: r for r in lc.replicas_of(self.plan.workload)}
         self.procs: dict[str, PodProcess] = {}
         self.restart_at: dict[str, float] = {}
+        # In memory, as the kubelet's: a supervisor that takes over starts them afresh.
+        self.crash_loops: dict[str, CrashLoop] = {}
         self.conditions: list[lc.ConditionState] = []
         self.detail = ""  # kctl-train's own line beyond the last condition's message
         self.started_groups: list[str] = []
@@ -247,7 +238,7 @@ class Supervisor:
             )
         self.pods.started(self.procs[replica.name].pid)
         self.first_started.setdefault(replica.name, time.time())
-        self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE, exit_code=None)
+        self.replicas[replica.name] = replace(replica, phase=lc.ACTIVE)
 
     def _faults(self) -> None:
         """Apply fault requests (`kctl-train chaos`) and heal timed ones that are over."""
@@ -313,13 +304,14 @@ class Supervisor:
             )
             if decision.restart:
                 self.counted_restarts += decision.counted
-                restarts = replica.restarts + 1
-                delay = min(self.delays[0] * 2 ** (restarts - 1), self.delays[1])
+                restarts, now, delay = replica.restarts + 1, time.monotonic(), 0.0
+                if decision.in_place:
+                    loop = self.crash_loops.get(name, CrashLoop())
+                    delay, self.crash_loops[name] = next_restart(loop, now, *self.delays)
                 self.replicas[name] = replace(replica, restarts=restarts, phase=lc.PENDING)
-                self.restart_at[name] = time.monotonic() + delay
-                self._note(
-                    name, f"exited with code {replica.exit_code}; restart {restarts} in {delay:g}s"
-                )
+                self.restart_at[name] = now + delay
+                when = f"in {delay:g}s" if delay else "now"
+                self._note(name, f"exited with code {replica.exit_code}; restart {restarts} {when}")
             if decision.condition in lc.ENDED:
                 message, detail = decision.message, decision.detail
                 if replica.message and detail:  # a TrainJob: its condition is JobSet's

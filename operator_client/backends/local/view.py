@@ -81,7 +81,8 @@ def _replica(kind: Kind, job_name: str, local: LocalReplica) -> Replica:
     problems: tuple[str, ...] = ()
     if r.exit_code not in (None, 0):
         why = f": {r.message}" if r.message else ""
-        problems = (f"exited with code {r.exit_code}{why}",)
+        again = "last run " if r.phase == lc.ACTIVE else ""  # the Kubernetes backend's words
+        problems = (f"{again}exited with code {r.exit_code}{why}",)
     if local.fault is not None:
         problems += (local.fault.describe(),)
     return Replica(

@@ -9,6 +9,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from ....contract import KILL
 from ....controlplane.lifecycle import ReplicaState
@@ -19,6 +20,19 @@ from ..jobdir import JobDir, NetworkFault
 from ..sandbox.support import PodsMode
 
 Launch = tuple[list[str], dict[str, str]]
+
+
+class PodProcess(Protocol):
+    """A replica's running process as the supervisor follows it: one it started
+    (subprocess.Popen) or one it took over (adoption.AdoptedPod)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
 
 
 class Pods(ABC):
