@@ -3,7 +3,9 @@ Lightning DDP) storing to a real S3 API (moto, in its own process) behind a faul
 injecting proxy on loopback, each run followed to its end and collected as a user would.
 
 For every case and try it prints: held (yes/no), seconds from the fault to training
-resumed, steps lost (at most one checkpoint interval, plus the log granularity), orphan
+resumed ("from fault") and from the fault's end to training resumed ("recovery": after the
+last kill, the link or the store back, the re-apply; a 10 s outage counts in the first, not
+in the second), steps lost (at most one checkpoint interval, plus the log granularity), orphan
 processes after the job ended (must be 0), and whether the collected aggregate has every
 (epoch, sample) once and equal rows per epoch; then the run's goodput account (where every
 rank-second went, the fault's cost among it). Exits 1 if any try did not hold.
@@ -51,6 +53,7 @@ BUCKET = "faults"
 STEPS, EVERY, LOG_EVERY, VAL = 400, 20, 10, 240
 # The runtime's progress line (contract.Progress): `[rank 0] kctl-train.progress {...}`.
 PROGRESS = re.compile(r'\[rank 0\] kctl-train\.progress \{"epoch":\d+,"step":(\d+)')
+RECOVERY_TARGET_S = 8.0
 RESUMED = re.compile(r"resuming from checkpoints/step-(\d+)")
 
 
@@ -226,6 +229,7 @@ def rows_once(all_csv: Path) -> bool:
 class Outcome:
     held: bool
     resume_s: float | None = None
+    recovery_s: float | None = None
     lost: int | None = None
     orphans: int = 0
     rows: bool = True
@@ -395,8 +399,8 @@ def training_case(fault: Fault, work: Path, endpoint: str, name: str) -> Outcome
     held = code == 0 and orphans == 0 and rows and lost <= EVERY + LOG_EVERY and seen is not None
     how = f"resumed from step {resumed[1].group(1)}" if resumed else "no restart"
     return Outcome(
-        held, (seen - at) if seen else None, lost, orphans, rows, f"exit {code}, {how}",
-        goodput_of(run),
+        held, (seen - at) if seen else None, (seen - ended) if seen else None, lost, orphans,
+        rows, f"exit {code}, {how}", goodput_of(run),
     )  # fmt: skip
 
 
@@ -421,7 +425,7 @@ def crash_at_step(work: Path, endpoint: str, name: str) -> Outcome:
     held = code == 0 and known and rows and orphans == 0
     note = f"crash at {k}, resumed from {committed}; the account: reached, redone = {found}"
     lost = k - committed if committed is not None else None
-    return Outcome(held, None, lost, orphans, rows, note, goodput)
+    return Outcome(held, lost=lost, orphans=orphans, rows=rows, note=note, goodput=goodput)
 
 
 def store_full(work: Path, endpoint: str, name: str) -> Outcome:
@@ -454,7 +458,7 @@ def store_full(work: Path, endpoint: str, name: str) -> Outcome:
         held = named and bool(resumed) and code == 0 and orphans == 0 and rows
         note = "cause named" if named else f"cause not in status: {message!r}"
         where = f"from step {resumed.group(1)}" if resumed else "NOT resumed"
-        return Outcome(held, None, None, orphans, rows, f"{note}; re-apply resumed {where}")
+        return Outcome(held, orphans=orphans, rows=rows, note=f"{note}; re-apply resumed {where}")
     finally:
         subprocess.run(["umount", "-l", str(disk)])
 
@@ -476,6 +480,7 @@ def stopped_with_grace(grace: str) -> Callable[[Path, str, str], Outcome]:
         run.finish()
         emergency = run.logs.wait(re.compile(r"emergency checkpoint \S+ committed"), at, 1)
         again = Run(name, work, storage, grace=grace)
+        reapplied = time.monotonic()
         again.start()
         resumed = again.logs.wait(RESUMED, 0, 240)
         seen = again.logs.wait(PROGRESS, 0, 240)
@@ -491,8 +496,9 @@ def stopped_with_grace(grace: str) -> Callable[[Path, str, str], Outcome]:
         how = "emergency checkpoint committed" if emergency else "no emergency checkpoint"
         # Seconds from the delete to training again, the re-apply (at once) included.
         resume_s = progress_at - at if progress_at else None
+        recovery_s = progress_at - reapplied if progress_at else None
         note = f"{how}; re-apply exit {code}"
-        return Outcome(held, resume_s, lost, orphans, rows, note, goodput_of(again))
+        return Outcome(held, resume_s, recovery_s, lost, orphans, rows, note, goodput_of(again))
 
     return case
 
@@ -524,7 +530,7 @@ def collect_through_resets(work: Path, endpoint: str, name: str) -> Outcome:
     rows = rows_once(work / f"{name}-out/outputs/val/all.csv")
     ckpt = [c["step"] for c in result.summary["checkpoints"]] == [60]
     held = rows and ckpt and not result.problems
-    return Outcome(held, seconds, None, 0, rows, f"{resets} resets; problems: {result.problems}")
+    return Outcome(held, seconds, rows=rows, note=f"{resets} resets; problems: {result.problems}")
 
 
 CASES: dict[str, Callable[[Path, str, str], Outcome]] = {
@@ -554,9 +560,9 @@ def main() -> int:
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown cases {unknown}; --list shows them")
-    print(f"{'case':26} {'try':>3} {'held':>4} {'resume s':>8} {'lost':>4} {'orphans':>7} "
-          f"{'rows once':>9}  note", flush=True)  # fmt: skip
-    failures = 0
+    print(f"{'case':26} {'try':>3} {'held':>4} {'from fault':>10} {'recovery':>8} {'lost':>4} "
+          f"{'orphans':>7} {'rows once':>9}  note", flush=True)  # fmt: skip
+    failures = slow = 0
     with contextlib.ExitStack() as stack:
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
@@ -576,13 +582,18 @@ def main() -> int:
                 except Exception as exc:  # a case that breaks is a case that did not hold
                     out = Outcome(False, note=f"{type(exc).__name__}: {exc}")
                 failures += not out.held
-                resume = f"{out.resume_s:.1f}" if out.resume_s is not None else "-"
+                resume, recovery = (
+                    f"{s:.1f}" if s is not None else "-" for s in (out.resume_s, out.recovery_s)
+                )
+                slow += out.recovery_s is not None and out.recovery_s > RECOVERY_TARGET_S
                 lost = str(out.lost) if out.lost is not None else "-"
-                print(f"{case:26} {i + 1:>3} {'yes' if out.held else 'NO':>4} {resume:>8} "
-                      f"{lost:>4} {out.orphans:>7} {'yes' if out.rows else 'NO':>9}  {out.note}",
+                print(f"{case:26} {i + 1:>3} {'yes' if out.held else 'NO':>4} {resume:>10} "
+                      f"{recovery:>8} {lost:>4} {out.orphans:>7} "
+                      f"{'yes' if out.rows else 'NO':>9}  {out.note}",
                       flush=True)  # fmt: skip
                 if out.goodput is not None:
                     print("\n".join(goodput_table(out.goodput)), flush=True)
+    print(f"{slow} recoveries over {RECOVERY_TARGET_S:g} s (issue 31's target)")
     print(f"{failures} of {len(cases) * args.tries} tries did not hold")
     return 1 if failures else 0
 
