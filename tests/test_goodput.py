@@ -281,7 +281,7 @@ def test_the_step_profiler_sums_what_lightning_times_into_windows() -> None:
 
 NAMES = ["process_start", "rendezvous_start", "rendezvous_end", "restore_start", "restore_end",
          "first_step", "steps", "exit", "imports_done", "agent_start",
-         "agent_rendezvous_start"]  # fmt: skip
+         "agent_rendezvous_start", "agent_preloaded"]  # fmt: skip
 NUMBER = st.floats(-1e3, 1e3, allow_nan=False)
 EVENT = st.builds(
     lambda t, name, n: {
@@ -358,6 +358,32 @@ def test_the_agent_a_worker_was_forked_from_is_start_up_and_rendezvous() -> None
     assert (now["container_start"], now["startup"], now["rendezvous"]) == (1, 6, 3)
     assert now["queued"] == 1 and now["productive"] == 10
     assert sum(now.values()) == pytest.approx(after.wall) == before.wall
+
+
+@pytest.mark.parametrize(
+    ("preloaded", "startup", "rendezvous"),
+    [
+        (None, 6, 3),  # an agent that records no end of its imports
+        (5, 6, 3),  # Lightning imported before the rendezvous began: as above
+        (7.5, 7.5, 1.5),  # imported 1.5 s into the rendezvous: start-up until then
+        (8, 8, 1),  # imported as the rendezvous ended: the fork waited for it
+    ],
+)
+def test_an_agent_importing_beside_its_rendezvous_is_start_up_until_it_has_imported(
+    preloaded: float | None, startup: float, rendezvous: float
+) -> None:
+    """The agent of the test above, importing Lightning in a thread from its rendezvous'
+    start at 6: until it has, its time is start-up, then waiting for the other pods."""
+    plain = attempt(8, None, [window(11, 21, 0, 100, train=10)], "finished")
+    plain[0]["host"] = "job-worker-0"
+    marks = [e(2, "agent_start"), e(6, "agent_rendezvous_start")]
+    marks += [e(preloaded, "agent_preloaded")] if preloaded is not None else []
+    pods = [PodTimes("job-worker-0", created=0, scheduled=1)]
+    result = account([RankEvents(1, 0, sorted(marks, key=lambda x: x["t"]) + plain)], pods)
+    assert result is not None
+    c = result.ranks[0].categories
+    assert (c["container_start"], c["startup"], c["rendezvous"]) == (1, startup, rendezvous)
+    assert sum(c.values()) == pytest.approx(result.wall)
 
 
 def test_an_attempt_that_died_starting_up_counts_as_start_up() -> None:

@@ -383,15 +383,23 @@ def _span(f: RankEvents, begin: str, finish: str) -> tuple[float, float] | None:
     return (a["t"], b["t"]) if a and b and b["t"] >= a["t"] else None
 
 
+def _agent_ready(f: RankEvents) -> str:
+    """The agent's event after which its time is waiting for the other pods: the later of
+    its rendezvous' start and its imports' end, where it records one (agent_preloaded)."""
+    began, preloaded = f.first("agent_rendezvous_start"), f.first("agent_preloaded")
+    late = preloaded and began and preloaded["t"] > began["t"]
+    return "agent_preloaded" if late else "agent_rendezvous_start"
+
+
 def _attempt(f: RankEvents, out: RankAccount, next_resume: int | None) -> dict[str, float]:
     """One rank's attempt: its time from its first event to its last, by category (the
     rest is `other`); its windows' step times into `out`."""
     c = dict.fromkeys(CATEGORIES, 0.0)
     began = f.events[0]["t"]
-    # The pod's agent waiting for the other pods (forked workers record it), then the
-    # worker joining the process group.
+    # The pod's agent waiting for the other pods once it has imported what its workers need
+    # (forked workers record it), then the worker joining the process group.
     rendezvous = [
-        _span(f, "agent_rendezvous_start", "process_start"),
+        _span(f, _agent_ready(f), "process_start"),
         _span(f, "rendezvous_start", "rendezvous_end"),
     ]
     restore = _span(f, "restore_start", "restore_end")

@@ -14,3 +14,11 @@ MARKS: dict[str, float] = {}
 def mark(event: str) -> None:
     """Note that the agent reached `event` now (an event name of runstore/events.py)."""
     MARKS[event] = time.time()
+
+
+def restart(event: str) -> None:
+    """Begin the marks of the agent's next attempt at `event` (its joining a new
+    rendezvous in process): the last attempt's, its imports' end included, are not this
+    one's."""
+    MARKS.clear()
+    mark(event)

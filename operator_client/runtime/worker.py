@@ -285,7 +285,8 @@ def main() -> int:
     # A worker forked by the agent's first round: the pod's time began with the agent.
     first_round = os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0"
     if first_round and "agent_rendezvous_start" in agent_clock.MARKS:
-        for event, at in agent_clock.MARKS.items():
+        # In the order they happened (the preload's end may come after the rendezvous').
+        for event, at in sorted(agent_clock.MARKS.items(), key=lambda mark: mark[1]):
             events.record(event, at=at)
     # The pod's hostname: the account finds the pod's creation and scheduling by it.
     events.record("process_start", host=os.environ.get("HOSTNAME") or platform.node())
