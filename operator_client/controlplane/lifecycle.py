@@ -113,11 +113,17 @@ class Decision:
 
     restart: bool = False  # start the replica again
     counted: bool = False  # the restart counts toward backoffLimit
-    in_place: bool = False  # the kubelet restarts the container (crash_loop.py's wait)
     condition: str | None = None  # the job's new condition, if any
     reason: str = ""
     message: str = ""
     detail: str = ""  # beyond the condition's message, for kctl-train's own status line
+
+    @property
+    def in_place(self) -> bool:
+        """The kubelet restarts the container (crash_loop.py's wait): the restarts that
+        count toward backoffLimit are exactly these, as the operators count the pods'
+        restartCount; a pod recreated for ExitCode is not counted."""
+        return self.restart and self.counted
 
 
 def replicas_of(manifest: Mapping[str, Any] | Workload) -> list[ReplicaState]:
@@ -228,7 +234,7 @@ def on_exit(
     restart_policy = policy.restart.get(exited.type, "OnFailure")
     if code == 0:
         if restart_policy == "Always":
-            return Decision(restart=True, counted=True, in_place=True)
+            return Decision(restart=True, counted=True)
         if _succeeded(policy, replicas):
             return _decide(policy, "succeeded", exited, code)
         return Decision()
@@ -241,7 +247,7 @@ def on_exit(
         return _decide(policy, "restarting", exited, code, restart=True)
     if _past_backoff_limit(policy, counted_restarts + 1):
         return _decide(policy, "backoff", exited, code)
-    return _decide(policy, "restarting", exited, code, restart=True, counted=True, in_place=True)
+    return _decide(policy, "restarting", exited, code, restart=True, counted=True)
 
 
 def deadline_exceeded(policy: Policy, started: float, now: float) -> Decision | None:
