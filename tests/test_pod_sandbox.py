@@ -1,7 +1,8 @@
 """Pod sandboxes for real (docs/LOCAL_PODS.md): each replica of a local job in its own
 network, mount, PID, UTS and IPC namespaces, as the pod's user with no capabilities, on
-a read-only root with tmpfs emptyDirs, under its memory limit. Runs where this machine
-can make namespaces (root); CI runs as root, so there it always runs."""
+a read-only root with tmpfs emptyDirs that outlive its containers, under its memory
+limit. Runs where this machine can make namespaces (root); CI runs as root, so there it
+always runs."""
 
 from __future__ import annotations
 
@@ -167,6 +168,43 @@ def test_a_pod_reads_its_own_memory_limit_where_a_container_would(tmp_path: Path
     log = (tmp_path / "home/local/default/limits/logs/limits-master-0.log").read_text()
     assert f"LIMIT {400 * 2**20} USED True" in log, log
     assert "WRITABLE False" in log, log
+
+
+# Each container of the pod lists what the earlier ones left in /tmp and adds its own;
+# the first then waits to be killed, a later one ends the job.
+RESTARTED = r"""
+import os, time
+earlier = sorted(n for n in os.listdir("/tmp") if n.startswith("probe-run-"))
+print("EARLIER", earlier, flush=True)
+open(f"/tmp/probe-run-{len(earlier)}", "w").close()
+if not earlier:
+    time.sleep(300)
+"""
+
+
+def test_an_emptydir_outlives_a_container_restarted_in_place(tmp_path: Path) -> None:
+    """As under the kubelet, a container restarted in place (OnFailure, after every
+    process of the pod was killed) finds what the last one wrote to the pod's emptyDirs;
+    they go with the pod when the job ends."""
+    env = sandbox_env(tmp_path)
+    path = job_file(tmp_path, "again", f"  command: [python, -c, {json.dumps(RESTARTED)}]\n")
+    assert kctl("apply", str(path), "--local", env=env, cwd=tmp_path).returncode == 0
+    jobdir = tmp_path / "home/local/default/again"
+    log = jobdir / "logs/again-master-0.log"
+    try:
+        wait_for(lambda: log.exists() and "EARLIER []" in log.read_text(), "no start", 60)
+        held = jobdir / "pods/again-master-0/empty-dirs"
+        assert held.stat().st_mode & 0o777 == 0o700  # the pod's files are no one else's
+        out = kctl("chaos", "again", "kill", "master-0", "--local", env=env, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        out = kctl("wait", "again", "--local", "--timeout", "60", env=env, cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr + log.read_text()
+        assert "EARLIER ['probe-run-0']" in log.read_text()
+    finally:
+        kctl("delete", "again", "--local", env=env, cwd=tmp_path)
+    wait_for(lambda: not (jobdir / "pods/again-master-0").exists(), "the pod stayed", 30)
+    home = str(tmp_path / "home")
+    assert not [line for line in Path("/proc/self/mounts").read_text().splitlines() if home in line]
 
 
 def test_nothing_of_a_job_listens_on_the_hosts_loopback(tmp_path: Path) -> None:

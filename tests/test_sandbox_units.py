@@ -13,8 +13,9 @@ import pytest
 from operator_client.backends.local.sandbox.network import PodNetwork
 from operator_client.backends.local.sandbox.podspec import (
     Bind,
+    EmptyDir,
     PodSandbox,
-    Tmpfs,
+    Volume,
     emptydirs,
     hosts_file,
     identity,
@@ -50,8 +51,8 @@ def test_emptydirs_and_the_memory_limit_come_from_the_manifest(
     for replica_type in ("Master", "Worker"):
         pod = first_pod(job, replica_type)
         assert set(emptydirs(pod)) == {
-            Tmpfs("/tmp", tmp),
-            Tmpfs("/dev/shm", shm),
+            EmptyDir("tmp", "/tmp", tmp),
+            EmptyDir("dshm", "/dev/shm", shm),
         }
         assert memory_limit(pod) == limit
 
@@ -117,7 +118,7 @@ def test_network_names_fit_linux_and_addresses_are_the_jobs_own(tmp_path: Path) 
 def test_a_pod_description_survives_its_json() -> None:
     pod = PodSandbox(
         pod="j-master-0", netns="/run/netns/x", rootfs="/", stage="/s", uid=10001, gid=10001,
-        read_only_root=True, tmpfs=(Tmpfs("/tmp", 1 << 30),), binds=(Bind("/store", True),),
+        read_only_root=True, empty_dirs=(Volume("/e/tmp", "/tmp"),), binds=(Bind("/store", True),),
         files={"/etc/hosts": "/h"}, workdir="/w", memory_limit=1 << 30, env={"A": "1"},
         command=("kctl-train-runtime",),
     )  # fmt: skip

@@ -3,7 +3,8 @@ pods of a job may write at most the sum of their `ephemeral-storage` limits into
 job's run directory of a `file://` store (the one volume a local pod writes on this
 machine's disk), measured as the kubelet measures, every few seconds; past it the pods
 are evicted with the kubelet's words. Each pod's writable root layer and emptyDirs are
-tmpfs of a bounded size already (sandbox/shim.py). Pure but for the measuring walk."""
+tmpfs of a bounded size already (sandbox/shim.py, sandbox/empty_dirs.py). Pure but for
+the measuring walk."""
 
 from __future__ import annotations
 

@@ -285,7 +285,12 @@ class JobDir:
         return self.path / "pods" / pod
 
     def tmp(self, pod: str) -> Path:
+        """A replica's TMPDIR when it runs as processes."""
         return self.pod_dir(pod) / "tmp"
+
+    def empty_dirs(self, pod: str) -> Path:
+        """Where a pod sandbox's emptyDirs are mounted (sandbox/empty_dirs.py)."""
+        return self.pod_dir(pod) / "empty-dirs"
 
     def termination_log(self, pod: str) -> Path:
         """The replica's terminationMessagePath: why it last failed, in its own words."""

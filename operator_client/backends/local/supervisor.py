@@ -288,6 +288,7 @@ class Supervisor:
         return text.strip()[-1024:] or None
 
     def _reap(self) -> None:
+        assert self.pods is not None
         for name, proc in list(self.procs.items()):
             returncode = proc.poll()
             if returncode is None:
@@ -302,6 +303,8 @@ class Supervisor:
                 replica.exit_code or 0,
                 self.counted_restarts,
             )
+            if not decision.in_place:  # ended for good, or made anew: a new pod
+                self.pods.removed(name)
             if decision.restart:
                 self.counted_restarts += decision.counted
                 restarts, now, delay = replica.restarts + 1, time.monotonic(), 0.0
@@ -379,6 +382,7 @@ class Supervisor:
 
     def _clean_up(self) -> None:
         """What cleanPodPolicy leaves running is left running; a stop ends everything."""
+        assert self.pods is not None
         state = lc.job_state(self.conditions)
         running = list(self.procs)
         if state == lc.SUSPENDED or self.policy.clean_pods in ("Running", "All"):
@@ -390,8 +394,9 @@ class Supervisor:
                 self._write()
                 time.sleep(POLL_SECONDS)
             self._terminate(list(self.procs))
-        for name in self.replicas:  # the pods' emptyDirs go with the pods
-            shutil.rmtree(self.job.tmp(name).parent, ignore_errors=True)
+        for name in self.replicas:  # the pods go, their emptyDirs with them
+            self.pods.removed(name)
+            shutil.rmtree(self.job.pod_dir(name), ignore_errors=True)
 
     # status
 

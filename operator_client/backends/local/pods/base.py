@@ -5,6 +5,7 @@ contract holds it)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -82,6 +83,12 @@ class Pods(ABC):
     def network_fault(self, name: str) -> NetworkFault | None:
         """The partition or slow-down the replica's pod is under (pod sandboxes only)."""
         return None
+
+    def removed(self, name: str) -> None:
+        """The replica's pod is gone (it ended for good, or its operator makes it anew):
+        its emptyDirs go with it, as the kubelet removes a pod's volumes; a container
+        restarted in place keeps them. As processes: the replica's TMPDIR."""
+        shutil.rmtree(self.job.tmp(name), ignore_errors=True)
 
     def close(self) -> None:  # noqa: B027 - processes hold nothing beyond themselves
         """The job has ended: release what the pods held."""

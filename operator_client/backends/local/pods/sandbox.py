@@ -20,7 +20,7 @@ from ...types import Fault, StorageLocation
 from .. import file_store
 from ..jobdir import JobDir, LocalReplica, NetworkFault
 from ..local_env import replica_command, replica_env
-from ..sandbox import cgroups
+from ..sandbox import cgroups, empty_dirs
 from ..sandbox.host_view import HostView, host_view, image_env
 from ..sandbox.network import PodNetwork
 from ..sandbox.podspec import (
@@ -141,6 +141,8 @@ class SandboxPods(Pods):
         os.chown(termination, host_id(uid), host_id(gid))
         binds = [*self._volumes(uid, gid), Bind(str(termination), writable=True)]
         volumes = self._mounted(planned)
+        empty = emptydirs(planned)
+        held = empty_dirs.hold(self.job.empty_dirs(replica.name), {e.name: e.size for e in empty})
         address = self.network.address(replica.name)
         # The pod's env is its image's and its manifest's, never the caller's shell.
         identity_needed = self.s3 and not any(
@@ -172,7 +174,7 @@ class SandboxPods(Pods):
             uid=uid,
             gid=gid,
             read_only_root=read_only,
-            tmpfs=emptydirs(planned),
+            empty_dirs=tuple(Volume(str(held[e.name]), e.target, e.read_only) for e in empty),
             binds=tuple(binds),
             files=self.files,
             workdir=workdir,
@@ -237,19 +239,23 @@ class SandboxPods(Pods):
     def network_fault(self, name: str) -> NetworkFault | None:
         return self.faults.get(name)
 
+    def removed(self, name: str) -> None:
+        empty_dirs.release(self.job.empty_dirs(name))
+
     def close(self) -> None:
-        release(self.network)
+        release(self.job, self.network)
 
 
 def release_job(path: Path, pods: list[str]) -> None:
     """Release what a job's pods held, from its directory and pod names alone (a job whose
     supervisor died)."""
-    release(PodNetwork.of(path, pods))
+    release(JobDir(path), PodNetwork.of(path, pods))
 
 
-def release(network: PodNetwork) -> None:
-    """Remove a job's network and its pods' cgroups (a shim killed with its pod leaves
-    its cgroup; a killed supervisor leaves everything)."""
+def release(job: JobDir, network: PodNetwork) -> None:
+    """Remove a job's network, its pods' cgroups and emptyDirs (a shim killed with its
+    pod leaves its cgroup; a killed supervisor leaves everything)."""
     network.destroy()
     for name in network.pods:
         cgroups.discard(network.netns(name))
+        empty_dirs.release(job.empty_dirs(name))

@@ -33,6 +33,7 @@ _SYS_MOUNT_SETATTR = 442  # the same number on every architecture (a post-5.x sy
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
+_MNT_DETACH = 0x2
 _CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -70,6 +71,12 @@ def mount(source: str, target: Path, fstype: str | None, flags: int, data: str =
         ),
         f"mount {source} on {target}",
     )  # fmt: skip
+
+
+def unmount(target: Path) -> None:
+    """Detach the mount at `target` (MNT_DETACH: a process still inside cannot hold it;
+    the filesystem goes once the last one leaves)."""
+    _check(_libc.umount2(str(target).encode(), _MNT_DETACH), f"umount {target}")
 
 
 class _MountAttr(ctypes.Structure):

@@ -4,9 +4,10 @@ that builds it.
 
 Kubernetes gives the container: the pod's securityContext (runAsUser, runAsGroup) and the
 container's (readOnlyRootFilesystem, capabilities dropped, allowPrivilegeEscalation
-false), its volumes (emptyDir as tmpfs with sizeLimit; hostPath, configMap and secret
-mounted where the container says, read-only where it says), the memory and CPU limits,
-a hostname that is the pod's name, and an address of its own. The sandbox maps each.
+false), its volumes (emptyDir as a tmpfs with sizeLimit that lives as long as the pod,
+across its container's restarts; hostPath, configMap and secret mounted where the
+container says, read-only where it says), the memory and CPU limits, a hostname that is
+the pod's name, and an address of its own. The sandbox maps each.
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ class Bind:
 
 
 @dataclass(frozen=True)
-class Tmpfs:
-    """An emptyDir: a tmpfs at `target`, `size` bytes at most (None: the kernel default)."""
+class EmptyDir:
+    """An emptyDir mounted in the container: volume `name`, a tmpfs of `size` bytes at
+    most (None: the kernel default), shown at `target`."""
 
+    name: str
     target: str
     size: int | None = None
+    read_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ class PodSandbox:
     uid: int
     gid: int
     read_only_root: bool
-    tmpfs: tuple[Tmpfs, ...]
+    # The pod's emptyDirs: tmpfs held on this machine for the pod's life (empty_dirs.py).
+    empty_dirs: tuple[Volume, ...]
     binds: tuple[Bind, ...]
     files: dict[str, str]  # path inside -> file shown there (/etc/hosts, /etc/resolv.conf)
     workdir: str
@@ -105,7 +110,7 @@ class PodSandbox:
     @classmethod
     def from_json(cls, text: str) -> PodSandbox:
         raw = json.loads(text)
-        raw["tmpfs"] = tuple(Tmpfs(**t) for t in raw["tmpfs"])
+        raw["empty_dirs"] = tuple(Volume(**v) for v in raw["empty_dirs"])
         raw["binds"] = tuple(Bind(**b) for b in raw["binds"])
         raw["volumes"] = tuple(Volume(**v) for v in raw.get("volumes", ()))
         for name in ("command", "hidden", "devices"):
@@ -117,10 +122,11 @@ def _bytes(quantity: str | None) -> int | None:
     return int(parse_quantity(quantity)) if quantity else None
 
 
-def emptydirs(pod: PodPlan) -> tuple[Tmpfs, ...]:
-    """The container's emptyDir mounts as tmpfs, each with its sizeLimit (a disk-backed
-    emptyDir has no size of its own: it gets the container's memory limit, which a
-    tmpfs counts against anyway)."""
+def emptydirs(pod: PodPlan) -> tuple[EmptyDir, ...]:
+    """The container's emptyDir mounts, each volume a tmpfs with its sizeLimit (a
+    disk-backed emptyDir has no size of its own: it gets the container's memory limit,
+    which a tmpfs counts against anyway). ValueError for a volume name the API server
+    would refuse: the name is a directory's on this machine (empty_dirs.py)."""
     template = pod.spec
     container = pod.container
     limit = _bytes(container.get("resources", {}).get("limits", {}).get("memory"))
@@ -129,8 +135,12 @@ def emptydirs(pod: PodPlan) -> tuple[Tmpfs, ...]:
     for mount in container.get("volumeMounts", []):
         volume = volumes.get(mount["name"], {})
         if "emptyDir" in volume:
+            problem = label_problem(mount["name"], "volume name")
+            if problem:
+                raise ValueError(problem)
             size = _bytes(volume["emptyDir"].get("sizeLimit")) or limit
-            mounts.append(Tmpfs(mount["mountPath"], size))
+            read_only = bool(mount.get("readOnly"))
+            mounts.append(EmptyDir(mount["name"], mount["mountPath"], size, read_only))
     return tuple(mounts)
 
 

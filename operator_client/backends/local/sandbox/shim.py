@@ -158,12 +158,13 @@ def build_root(pod: PodSandbox) -> Path:
             target.symlink_to(to)
     _devices(root, pod.devices)
     made.add("/dev")
-    for tmpfs in pod.tmpfs:
-        target = _inside(root, tmpfs.target)
+    # The pod's emptyDirs, before what is shown below them: the supervisor's tmpfs,
+    # which outlive this container (empty_dirs.py).
+    for volume in pod.empty_dirs:
+        target = _inside(root, volume.target)
         target.mkdir(parents=True, exist_ok=True)
-        size = f",size={tmpfs.size}" if tmpfs.size else ""
-        _tmpfs(target, f"mode=1777{size}")
-        made.add(tmpfs.target)
+        linux.mount(volume.source, target, None, linux.MS_BIND)
+        made.add(volume.target)
     # Parents first: a path below another is shown on top of it, not hidden under it; a
     # hidden path after what shows it and before what is mounted below it.
     # Not recursive: what is mounted below a path on this machine is not the pod's.
@@ -194,8 +195,8 @@ def build_root(pod: PodSandbox) -> Path:
     if not pod.read_only_root:
         os.chown(root, host_id(pod.uid), host_id(pod.gid))  # its own layer: its root's
     linux.set_read_only(root, read_only=True, recursive=True)
-    writable = [t.target for t in pod.tmpfs] + [b.path for b in pod.binds if b.writable]
-    writable += [v.target for v in pod.volumes if not v.read_only]
+    writable = [b.path for b in pod.binds if b.writable]
+    writable += [v.target for v in (*pod.empty_dirs, *pod.volumes) if not v.read_only]
     if not pod.read_only_root:
         writable.insert(0, "/")
     for path in writable:
