@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..contract import EXIT_PREEMPTED
 from ..spec.document import nproc_per_node
-from . import agent_clock
+from . import agent_clock, rendezvous_close
 from .context import RuntimeConfigError, job_from_env
 from .rankenv import Defaults, InWorker, LaunchPlan, RankEnvError, discover, inside_torchrun
 from .rendezvous_pace import interval, pace
@@ -133,12 +133,15 @@ def launch(args: list[str], lightning: bool) -> None:
 
 def set_up_agent(args: list[str]) -> float:
     """What the agent's every launch runs with, set once per process: torchrun's
-    rendezvous pace (returned: the seconds between its reads of the store), and its
-    lines about a forked worker's exit without a traceback."""
+    rendezvous pace (returned: the seconds between its reads of the store), the host
+    keeping its store until every node has left a run that succeeded, and its lines
+    about a forked worker's exit without a traceback."""
     from torch.distributed.run import get_args_parser, parse_min_max_nnodes
 
-    nodes = parse_min_max_nnodes(get_args_parser().parse_args(args).nnodes)[1]
+    parsed = get_args_parser().parse_args(args)
+    nodes = parse_min_max_nnodes(parsed.nnodes)[1]
     pace(nodes)
+    rendezvous_close.install(host="is_host=true" in parsed.rdzv_conf.split(","))
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(
         _ExitWithoutTraceback()
     )
