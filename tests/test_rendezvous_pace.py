@@ -3,17 +3,16 @@ on torch's real c10d rendezvous: two nodes, a real TCPStore, one joining late.""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
-from torch.distributed.elastic.rendezvous import RendezvousParameters
 from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
-from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from operator_client.backends.local.pods.process import free_port
 from operator_client.runtime.rendezvous_pace import interval, pace
+
+from .rendezvous_nodes import both, handler
 
 
 @pytest.mark.parametrize(
@@ -48,35 +47,18 @@ def test_two_nodes_meet_at_the_pace_and_torchs_rendezvous_still_works(
     """The host joins first and polls until the second node joins 0.6 s later: every poll
     waits 0.1 s, not torch's second, and both nodes leave with their ranks of 2."""
     assert pace(2)
-    port, met, failed = free_port(), {}, []
+    port, met = free_port(), {}
 
     def node(host: bool) -> None:
-        try:
-            if not host:
-                time.sleep(0.6)
-            handler = get_rendezvous_handler(
-                RendezvousParameters(
-                    backend="c10d",
-                    endpoint=f"127.0.0.1:{port}",
-                    run_id="pace",
-                    min_nodes=2,
-                    max_nodes=2,
-                    is_host=str(host).lower(),
-                    join_timeout="60",
-                )
-            )
-            info = handler.next_rendezvous()
-            met[host] = (info.rank, info.world_size, handler._state_holder._cache_duration)
-            time.sleep(0.3)  # the other node reads the host's store before it goes
-            handler.shutdown()
-        except Exception as exc:  # the assertion below names it
-            failed.append(exc)
+        if not host:
+            time.sleep(0.6)
+        node_handler = handler(port, "pace", host)
+        info = node_handler.next_rendezvous()
+        met[host] = (info.rank, info.world_size, node_handler._state_holder._cache_duration)
+        time.sleep(0.3)  # the other node reads the host's store before it goes
+        node_handler.shutdown()
 
-    threads = [threading.Thread(target=node, args=(host,)) for host in (True, False)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    failed = both(node)
     assert not failed and len(met) == 2, failed
     assert sorted(rank for rank, _, _ in met.values()) == [0, 1]
     assert {(size, cache) for _, size, cache in met.values()} == {(2, 0.1)}
