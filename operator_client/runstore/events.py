@@ -8,11 +8,11 @@ job's first event.
 
 Events, in the order a rank writes them:
 
-- `agent_start`, `agent_rendezvous_start`, `agent_preloaded`: when the pod's runtime (PID 1,
-  torchrun's agent) began, when it had imported torch, checked the store and began its
-  rendezvous with the other pods, and when it had imported Lightning (in a thread beside
-  the rendezvous: before or after its start); recorded by a Lightning worker the agent
-  forked in its first round (an in-place restart's wait is the attempts' `recovery`);
+- `agent_start`, `agent_preloaded`, `agent_rendezvous_start`: when the pod's runtime (PID 1,
+  torchrun's agent) began, when it had imported torch and Lightning, and when it had
+  checked the store and began its rendezvous with the other pods; recorded by a Lightning
+  worker the agent forked in its first round (an in-place restart's wait is the attempts'
+  `recovery`);
 - `process_start` (`host`: the pod's hostname, which names its pod): the worker process
   began (forked from the agent, or before `import torch`);
 - `imports_done`: torch and Lightning are imported;

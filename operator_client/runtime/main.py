@@ -3,9 +3,8 @@
 Discovers the rank environment the operator injected, then runs torchrun's elastic agent
 in-process with the computed options; the agent starts the workers (the Lightning fit, or
 the user's command) and restarts them in place up to maxRestarts times. Lightning workers
-are forked from the agent, which imports torch and Lightning once per pod (Lightning in a
-thread beside its store check and rendezvous: preload_worker), so a worker (re)started
-trains without importing them.
+are forked from the agent, which imports torch and Lightning once per pod (preload_worker),
+so a worker (re)started trains without importing them.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from collections.abc import MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -76,30 +74,17 @@ def agent_env(job: TrainingJob, env: MutableMapping[str, str]) -> None:
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
-def preload_worker() -> threading.Thread:
-    """Import torch, then what a Lightning worker adds in a thread (returned), while the
-    agent reads the store and joins its rendezvous: a new pod's seconds of imports no longer
-    come before those. Every fork of this process (the workers) waits for the thread first,
-    as a fork copies only the thread that forks: no worker starts with an import half done.
-    A module that is missing is left to the worker, which says what to install."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("torch")  # the agent's own, before the thread needs it too
-
-    def imports() -> None:
-        for module in WORKER_PRELOAD:
-            with contextlib.suppress(ImportError):
-                importlib.import_module(module)
-        agent_clock.mark("agent_preloaded")
-
-    thread = threading.Thread(target=imports, name="kctl-train-preload", daemon=True)
-    thread.start()
-
-    def before_fork() -> None:
-        if threading.current_thread() is not thread:
-            thread.join()
-
-    os.register_at_fork(before=before_fork)
-    return thread
+def preload_worker() -> None:
+    """Import torch, then what a Lightning worker adds, before the agent reads the store
+    and joins its rendezvous: the workers it forks find them imported. Not in a thread
+    beside those: two threads importing at once can deadlock on a package and its
+    submodule (CPython raises _DeadlockError in one; in bench/faults.py the store's boto3
+    and Lightning both imported `html`, and the pod hung on its way out). A module that is
+    missing is left to the worker, which says what to install."""
+    for module in ("torch", *WORKER_PRELOAD):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    agent_clock.mark("agent_preloaded")
 
 
 class _ExitWithoutTraceback(logging.Filter):
