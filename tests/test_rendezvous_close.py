@@ -17,7 +17,7 @@ from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
 from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
 
 from operator_client.backends.local.pods.process import free_port
-from operator_client.runtime.rendezvous_close import install, leave
+from operator_client.runtime.rendezvous_close import CLOSED_KEY, install, leave
 
 from .rendezvous_nodes import both, handler
 
@@ -42,7 +42,7 @@ def test_the_host_leaves_once_the_node_behind_it_has_closed_the_rendezvous(
     an error. Both run torch's own exit barrier (on a stand-in agent) and shutdown."""
     caplog.set_level(logging.INFO)
     assert install(host=True)  # once per process, as each pod's agent does
-    port, other_out, host_saw = free_port(), threading.Event(), []
+    port, host_saw = free_port(), []
 
     def node(host: bool) -> None:
         node_handler = handler(port, "close", host)
@@ -57,14 +57,12 @@ def test_the_host_leaves_once_the_node_behind_it_has_closed_the_rendezvous(
         if not host:
             time.sleep(0.5)  # and it is slower to close
         node_handler.shutdown()
-        if host:
-            host_saw.append(other_out.is_set())
-        else:
-            other_out.set()
+        if host:  # its store still open: how many nodes had closed when it went on
+            host_saw.append(int(info.store.add(CLOSED_KEY, 0)))
 
     failed = both(node)
     assert not failed, failed
-    assert host_saw == [True]
+    assert host_saw == [2]
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not errors, errors
 
